@@ -1,0 +1,176 @@
+"""The tool-format plugin interface: what every text protocol for tool calls implements.
+
+A format has two halves, because rendering is stateless and parsing is per-response state:
+
+* ``ToolFormat`` (one per rule, stateless) renders the tool instructions, the model's
+  earlier calls and the tool results as text, and names its stop sequences.
+* ``StreamParser`` (one per response, sans-IO) is fed model text in any chunking and
+  returns ``Event`` objects. It never raises on model output: bad output becomes a
+  ``Malformed`` event followed by sanitized text.
+
+Event contract (what the pipeline relies on):
+
+* ``Text`` / ``Reasoning`` carry user-visible content / thinking, never markup.
+* For each call ``i`` (0, 1, ... in order): ``ToolCallStart(i, name)`` once the name is
+  known, zero or more ``ToolCallArgs(i, fragment)`` (raw argument text as the model
+  writes it; only JSON-syntax formats emit these, fragments only append), then exactly
+  one of ``ToolCallEnd(i, name, arguments)`` (canonical JSON, schema-valid) or
+  ``Malformed(raw, reason, index=i)``.
+* When a new tool block starts after ``max_calls`` calls were started, the parser emits
+  ``SecondToolStarted(index)`` (the cut point) and ignores all further input.
+* Any split of the same text gives the same events once adjacent Text/Reasoning/ToolCallArgs
+  events are merged.
+
+This module imports nothing from the server side; no I/O, no asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One function tool from the request: its name, description and JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_openai(cls, tool: Mapping[str, Any]) -> ToolSpec:
+        """Build from an OpenAI ``tools`` entry or a legacy ``functions`` entry."""
+        fn = tool.get("function", tool) if tool.get("type", "function") == "function" else tool
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        return cls(name=str(fn.get("name", "")), description=str(fn.get("description") or ""),
+                   parameters=params)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """OpenAI's ``tool_choice``, normalised: auto, required, none, or a named function."""
+
+    mode: Literal["auto", "required", "none", "named"] = "auto"
+    name: str | None = None
+
+    @classmethod
+    def from_openai(cls, value: Any) -> ToolChoice:
+        """Accept ``"auto"``/``"required"``/``"none"``, ``{"type": "function", "function": {"name"}}``
+        and the legacy ``function_call`` values (``{"name": ...}``)."""
+        if value is None or value == "auto":
+            return cls("auto")
+        if value in ("required", "none"):
+            return cls(value)
+        if isinstance(value, Mapping):
+            fn = value.get("function", value)
+            if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                return cls("named", fn["name"])
+        return cls("auto")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """A call from the conversation history (an assistant message's ``tool_calls`` entry)."""
+
+    id: str
+    name: str
+    arguments: str  # the JSON string exactly as the client sent it
+
+
+# ---- events ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    index: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallArgs:
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    index: int
+    name: str
+    arguments: str  # canonical JSON object text, valid against the tool's schema
+    repairs: tuple[str, ...] = ()  # e.g. ("json5", "coerce_types", "name_case"); empty when clean
+
+
+@dataclass(frozen=True, slots=True)
+class SecondToolStarted:
+    index: int  # the index the call would have had
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    raw: str
+    reason: str
+    index: int | None = None  # the call index when a ToolCallStart was already emitted
+
+
+Event = Text | Reasoning | ToolCallStart | ToolCallArgs | ToolCallEnd | SecondToolStarted | Malformed
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"] | None
+
+
+# ---- the plugin interface ---------------------------------------------------------------
+
+
+class StreamParser(Protocol):
+    """Per-response parser state. Push text in, pull events out; no I/O."""
+
+    def feed(self, text: str) -> list[Event]:
+        """Consume the next piece of model output (any length, any split)."""
+        ...
+
+    def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
+        """End of output: flush held-back text, complete or reject an open block.
+
+        ``finish_reason`` is the upstream's: ``"stop"`` (natural end or a stop sequence, whose
+        text the server may have left out) or ``"length"`` (cut by max_tokens).
+        """
+        ...
+
+
+class ToolFormat(Protocol):
+    """A text protocol for tool calls. Stateless; one instance serves many requests."""
+
+    name: str
+
+    def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
+        """The system-prompt instructions: tool schemas, the choice, one worked example."""
+        ...
+
+    def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
+        """An assistant's earlier tool calls, in the syntax the model is asked to write."""
+        ...
+
+    def render_result(self, name: str, content: str) -> str:
+        """One tool result, as the model should see it (e.g. ``Observation: ...``)."""
+        ...
+
+    def stop_sequences(self) -> tuple[str, ...]:
+        """Stop strings that end generation after the first complete tool block."""
+        ...
+
+    def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
+        """A fresh parser for one response; ``max_calls`` is where it reports the cut."""
+        ...

@@ -1,0 +1,126 @@
+"""Drive a StreamParser over a text in several chunkings and summarise the events.
+
+Used by every format's golden tests, the hypothesis chunking properties and the conformance
+suite. ``summarize`` turns events into what a client would end up with.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from proxy.formats.base import (
+    Event,
+    FinishReason,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    StreamParser,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+ParserFactory = Callable[[], StreamParser]
+
+
+def feed_chunks(factory: ParserFactory, chunks: Iterable[str], finish: FinishReason = "stop") -> list[Event]:
+    parser = factory()
+    events: list[Event] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    events.extend(parser.close(finish))
+    return events
+
+
+def merge(events: Sequence[Event]) -> list[Event]:
+    """Coalesce adjacent Text, Reasoning and same-index ToolCallArgs events; drop empty ones."""
+    out: list[Event] = []
+    for ev in events:
+        if isinstance(ev, Text | Reasoning) and not ev.text:
+            continue
+        if isinstance(ev, ToolCallArgs) and not ev.fragment:
+            continue
+        prev = out[-1] if out else None
+        if isinstance(ev, Text) and isinstance(prev, Text):
+            out[-1] = Text(prev.text + ev.text)
+        elif isinstance(ev, Reasoning) and isinstance(prev, Reasoning):
+            out[-1] = Reasoning(prev.text + ev.text)
+        elif isinstance(ev, ToolCallArgs) and isinstance(prev, ToolCallArgs) and prev.index == ev.index:
+            out[-1] = ToolCallArgs(ev.index, prev.fragment + ev.fragment)
+        else:
+            out.append(ev)
+    return out
+
+
+def random_splits(text: str, seed: int, max_piece: int = 12) -> list[str]:
+    rng = random.Random(seed)
+    pieces, pos = [], 0
+    while pos < len(text):
+        step = rng.randint(1, max_piece)
+        pieces.append(text[pos : pos + step])
+        pos += step
+    return pieces
+
+
+def chunkings(text: str, seeds: Sequence[int] = (1, 2, 3, 4, 5)) -> list[list[str]]:
+    """Whole, one character at a time, and seeded random splits."""
+    return [[text], list(text), *(random_splits(text, s) for s in seeds)]
+
+
+def summarize(events: Sequence[Event]) -> dict[str, Any]:
+    """What a client ends up with: content, reasoning, completed calls, cut, malformed count."""
+    content = "".join(e.text for e in events if isinstance(e, Text))
+    reasoning = "".join(e.text for e in events if isinstance(e, Reasoning))
+    calls = [{"name": e.name, "arguments": json.loads(e.arguments)} for e in events if isinstance(e, ToolCallEnd)]
+    return {
+        "content": content,
+        "reasoning": reasoning,
+        "calls": calls,
+        "cut": any(isinstance(e, SecondToolStarted) for e in events),
+        "malformed": sum(isinstance(e, Malformed) for e in events),
+    }
+
+
+def check_event_order(events: Sequence[Event]) -> None:
+    """The event contract of proxy.formats.base: per-index Start, Args*, then End or Malformed."""
+    open_index: int | None = None
+    next_index = 0
+    cut = False
+    for ev in events:
+        assert not cut, f"event after SecondToolStarted: {ev!r}"
+        if isinstance(ev, ToolCallStart):
+            assert open_index is None and ev.index == next_index, ev
+            open_index = ev.index
+        elif isinstance(ev, ToolCallArgs):
+            assert ev.index == open_index, ev
+        elif isinstance(ev, ToolCallEnd):
+            assert ev.index == next_index and open_index in (None, ev.index), ev
+            json.loads(ev.arguments)
+            open_index, next_index = None, next_index + 1
+        elif isinstance(ev, Malformed):
+            if ev.index is not None:
+                assert ev.index == open_index, ev
+                open_index = None
+                next_index += 1
+        elif isinstance(ev, SecondToolStarted):
+            assert open_index is None, "cut while a call is still open"
+            cut = True
+
+
+def assert_same_in_all_chunkings(factory: ParserFactory, text: str, finish: FinishReason = "stop") -> list[Event]:
+    """Run every chunking, check the contract, and assert they all merge to the same events."""
+    reference: list[Event] | None = None
+    for chunks in chunkings(text):
+        events = feed_chunks(factory, chunks, finish)
+        check_event_order(events)
+        merged = merge(events)
+        if reference is None:
+            reference = merged
+        else:
+            assert merged == reference, f"chunking {chunks[:5]!r}... differs"
+    assert reference is not None
+    return reference
