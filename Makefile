@@ -1,0 +1,51 @@
+# toolshim: every entry point a person or CI uses. `make help` lists them.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+RULES ?= rules/default.json5
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: help install run demo test test-fast lint bench model llama clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install toolshim with its test dependencies
+
+run: install  ## serve the proxy with $(RULES) on $(HOST):$(PORT)
+	$(BIN)/toolshim serve --rules $(RULES) --host $(HOST) --port $(PORT)
+
+llama: install  ## build/install the local model server (llama-cpp-python, cached after the first build)
+	$(BIN)/python scripts/local_model.py install-server
+
+model: install  ## fetch and verify the local model file (Qwen2.5-Coder-0.5B-Instruct Q4_K_M)
+	$(BIN)/python scripts/local_model.py fetch
+
+demo: llama model  ## the main job: a real local model calls tools through toolshim
+	$(BIN)/python demo/agent.py
+
+test: llama model  ## everything: lint, unit, property, end-to-end and real-model tests
+	$(BIN)/ruff check proxy tests bench demo scripts
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: install  ## the tests that need no local model
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not realmodel"
+
+lint: install  ## ruff
+	$(BIN)/ruff check proxy tests bench demo scripts
+	$(BIN)/ruff format --check proxy tests bench demo scripts || true
+
+bench: install  ## the benchmarks (proxy overhead, parsers, local model)
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/parsers.py
+
+clean:  ## remove the virtualenv and caches (the model cache in ~/.cache/toolshim stays)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

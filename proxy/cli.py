@@ -1,0 +1,56 @@
+"""The ``toolshim`` command: ``serve`` and ``check-rules``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .rules import RulesError, describe, load_rules
+from .settings import load_settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolshim", description="OpenAI-compatible proxy that emulates tool calls.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
+    serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (env TOOLSHIM_PORT, default 8000)")
+    serve.add_argument("--workers", type=int, help="worker processes (env TOOLSHIM_WORKERS, default 1)")
+    serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
+    check = sub.add_parser("check-rules", help="validate rules and print the model table")
+    check.add_argument("path", help="rules file or folder")
+    return parser
+
+
+def _check_rules(path: str) -> int:
+    try:
+        rules = load_rules(path)
+    except RulesError as exc:
+        print(f"invalid rules:\n{exc}", file=sys.stderr)
+        return 2
+    print(describe(rules))
+    print(f"\n{len(rules.models)} model rules, {len(rules.upstreams)} upstreams: OK "
+          f"({', '.join(str(p) for p in rules.sources)})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "check-rules":
+        return _check_rules(args.path)
+    try:
+        settings = load_settings({"rules_path": args.rules, "host": args.host, "port": args.port,
+                                  "workers": args.workers, "log_level": args.log_level})
+    except ValueError as exc:
+        print(f"invalid settings: {exc}", file=sys.stderr)
+        return 2
+    try:
+        load_rules(settings.rules_path)
+    except RulesError as exc:
+        print(f"invalid rules:\n{exc}", file=sys.stderr)
+        return 2
+    from .server import serve
+
+    return serve(settings)

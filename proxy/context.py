@@ -1,0 +1,72 @@
+"""Per-request facts gathered while serving, read by the access log and the metrics at the end."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .metrics import OTHER
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What one request did. Filled by handlers; logged and counted once by the middleware."""
+
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    model: str = OTHER  # bounded label: the rule's match pattern
+    tool_mode: str = "-"
+    stream: bool = False
+    counted: bool = False  # set for requests that go into the request metrics
+    upstream: str | None = None
+    first_token: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tool_calls: int = 0
+    parse_outcome: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def mark_first_token(self) -> None:
+        if self.first_token is None:
+            self.first_token = time.perf_counter()
+
+    def note_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.prompt_tokens = usage["prompt_tokens"]
+            if isinstance(usage.get("completion_tokens"), int):
+                self.completion_tokens = usage["completion_tokens"]
+
+    def note_native_chunk(self, data: str) -> None:
+        """Native streams: find the first token and the usage without changing the bytes."""
+        if self.first_token is not None and '"usage"' not in data:
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("usage"):
+            self.note_usage(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")
+                                            or delta.get("reasoning_content")):
+                self.mark_first_token()
+
+    def summary(self, status: int, duration: float) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "tool_mode": self.tool_mode, "stream": self.stream,
+                               "status": status, "duration_ms": round(duration * 1000, 2)}
+        if self.first_token is not None:
+            out["ttft_ms"] = round((self.first_token - self.started) * 1000, 2)
+        for key in ("upstream", "prompt_tokens", "completion_tokens", "parse_outcome"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.tool_calls:
+            out["tool_calls"] = self.tool_calls
+        out.update(self.extra)
+        return out

@@ -1,0 +1,185 @@
+"""HTTP handlers: read and validate, resolve the rule, hand over to a mode, write the answer.
+
+Thin on purpose: no parsing of model output here. Streaming responses pull the first event
+before sending headers, so an upstream that fails at once gives the client a real HTTP error
+status; a failure after that ends the stream with an OpenAI error event (never a clean close).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from . import native
+from .app import METRICS, SETTINGS, STATE, request_info
+from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError
+from .rules import Resolved
+from .schemas import ChatRequest, validate_chat
+from .sse import encode_json
+from .upstream.openai_http import relay_headers
+
+log = logging.getLogger(__name__)
+
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+               "X-Accel-Buffering": "no"}
+
+
+async def read_json(request: web.Request) -> Any:
+    """The JSON body, or a 400 / 413 in OpenAI's shape."""
+    limit = request.app[SETTINGS].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"Request body is {request.content_length} bytes; the limit is {limit} bytes.")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"Request body is larger than the limit of {limit} bytes.") from None
+    if not raw.strip():
+        raise InvalidRequest("The request body is empty; send a JSON object.")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("We could not parse the JSON body of your request. (HINT: This likely means you "
+                             "aren't using your HTTP library correctly.)") from None
+
+
+def resolve_model(request: web.Request, model: str) -> Resolved:
+    resolved = request.app[STATE].runtime.rules.resolve(model)
+    if resolved is None:
+        raise ModelNotFound(f"The model '{model[:200]}' does not exist or is not served by this proxy.",
+                            param="model")
+    return resolved
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    info = request_info(request)
+    info.counted = True
+    raw = await read_json(request)
+    chat = validate_chat(raw)
+    info.stream = bool(chat.stream)
+    resolved = resolve_model(request, chat.model)
+    info.model, info.tool_mode = resolved.label, resolved.rule.tool_mode
+    runtime = request.app[STATE].runtime
+    upstream = runtime.upstreams[resolved.upstream_name]
+    info.upstream = upstream.name
+    body = dict(raw)
+    body["model"] = resolved.upstream_model(chat.model)
+    if chat.stream:
+        return await send_stream(request, native.stream(upstream, body, info))
+    return web.json_response(await native.complete(upstream, body, info), dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+async def send_stream(request: web.Request, chunks: AsyncIterator[bytes]) -> web.StreamResponse:
+    """Relay SSE bytes; errors before the first byte become HTTP errors, after it an error event."""
+    info = request_info(request)
+    try:
+        first = await anext(chunks, None)
+    except BaseException:
+        await chunks.aclose()
+        raise
+    response = web.StreamResponse(headers={**SSE_HEADERS, "X-Request-Id": info.request_id})
+    try:
+        await response.prepare(request)
+        if first is not None:
+            await response.write(first)
+        async for chunk in chunks:
+            await response.write(chunk)
+    except ProxyError as err:
+        info.extra["error_code"] = err.code
+        log.warning("stream failed after it started: %s", err.message)
+        await _write_quietly(response, encode_json(err.body()))
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        info.extra["error_code"] = "client_closed"
+    finally:
+        await chunks.aclose()
+    return response
+
+
+async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
+    try:
+        await response.write(data)
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        pass
+
+
+async def list_models(request: web.Request) -> web.Response:
+    names = request.app[STATE].runtime.rules.exposed_models()
+    return web.json_response({"object": "list", "data": [_model_card(n) for n in names]})
+
+
+async def get_model(request: web.Request) -> web.Response:
+    name = request.match_info["model"]
+    resolve_model(request, name)
+    return web.json_response(_model_card(name))
+
+
+def _model_card(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "toolshim"}
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[STATE].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body, content_type = request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    """Other /v1/* calls (embeddings, completions, ...) go to the upstream of the body's model."""
+    info = request_info(request)
+    info.counted = True
+    raw = await read_json(request)
+    model = raw.get("model") if isinstance(raw, dict) else None
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("Missing required parameter: 'model'.", param="model")
+    resolved = resolve_model(request, model)
+    info.model, info.tool_mode, info.stream = resolved.label, "passthrough", bool(raw.get("stream"))
+    upstream = request.app[STATE].runtime.upstreams[resolved.upstream_name]
+    body = json.dumps({**raw, "model": resolved.upstream_model(model)}).encode()
+    path = request.path.removeprefix("/v1")
+    upstream_resp = await upstream.forward(request.method, path, body, "application/json")
+    try:
+        response = web.StreamResponse(status=upstream_resp.status, headers=relay_headers(upstream_resp))
+        response.headers["X-Request-Id"] = info.request_id
+        await response.prepare(request)
+        async for piece in upstream_resp.content.iter_any():
+            await response.write(piece)
+        return response
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ProxyError(f"upstream failed while relaying: {type(exc).__name__}", status=502,
+                         type="upstream_error", code="upstream_unreachable") from None
+    finally:
+        upstream_resp.release()
+
+
+async def not_found(request: web.Request) -> web.Response:
+    raise NotFound(f"Unknown path {request.path}")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/models/{model:.+}", get_model)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/v1/{tail:.+}", passthrough)
+
+
+__all__ = ["ChatRequest", "add_routes", "send_stream"]

@@ -1,0 +1,229 @@
+"""Rules files (JSON5) → a validated ``RuleSet``; ``RuleSet.resolve(model)`` → the rule to apply.
+
+A rules path is one file or a folder of ``*.json5`` / ``*.json`` files (read in name order;
+upstreams merge, model rules concatenate). Unknown keys are errors, so a typo fails at start
+with the file, the field and what is wrong, never silently at request time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import json5
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ToolMode = Literal["native", "react", "xml", "hermes", "caret", "auto"]
+EmulatedFormat = Literal["react", "xml", "hermes", "caret"]
+EMULATED_MODES: frozenset[str] = frozenset({"react", "xml", "hermes", "caret"})
+
+
+class RulesError(Exception):
+    """A rules file is missing, unreadable or invalid; the message names file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UpstreamConfig(_Strict):
+    """Where requests go. Keys come only from the environment variable named here."""
+
+    provider: Literal["openai", "litellm"] = "openai"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: float = Field(10.0, gt=0)
+    read_timeout: float = Field(300.0, gt=0, description="idle seconds allowed between bytes of a response")
+    total_timeout: float | None = Field(None, gt=0, description="overall cap; none by default (long streams)")
+    max_connections: int = Field(256, ge=1)
+
+    @model_validator(mode="after")
+    def _base_url_for_openai(self) -> UpstreamConfig:
+        if self.provider == "openai" and not self.base_url:
+            raise ValueError("base_url is required for provider 'openai'")
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return self
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or ``None`` when unset (fine for local servers)."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class ModelRule(_Strict):
+    """How to serve the models whose name matches ``match`` (a glob)."""
+
+    match: str = Field(min_length=1)
+    upstream: str
+    tool_mode: ToolMode = "native"
+    upstream_model: str | None = None
+    expose: list[str] = Field(default_factory=list, description="extra names listed by GET /v1/models")
+    # emulation
+    fallback_format: EmulatedFormat = "react"
+    auto_fallback_ttl: float = Field(600.0, ge=0)
+    max_tool_calls: int | None = Field(None, ge=1, description="default 1 when emulated, unlimited when native")
+    stream_arguments: bool = False
+    max_repair_retries: int = Field(1, ge=0, le=5)
+    max_required_retries: int = Field(1, ge=0, le=5)
+    max_stop_sequences: int = Field(4, ge=1)
+    # conversation policies
+    max_consecutive_tool_turns: int | None = Field(None, ge=1)
+    max_repeated_calls: int | None = Field(3, ge=2)
+    max_consecutive_tool_errors: int | None = Field(3, ge=1)
+    tool_error_pattern: str = r"^\s*(error|exception|traceback)\b"
+    max_tools: int | None = Field(None, ge=1)
+    tool_priority: list[str] = Field(default_factory=list)
+    max_tool_output_chars: int | None = Field(None, ge=200)
+    max_total_tool_output_chars: int | None = Field(None, ge=200)
+    tool_output_limits: dict[str, int] = Field(default_factory=dict)
+    retry_without_tools: bool = False
+    max_request_seconds: float | None = Field(None, gt=0)
+    # observability
+    dump_raw_output: bool = False
+
+    @field_validator("tool_error_pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        import re
+
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+    @property
+    def emulated(self) -> bool:
+        return self.tool_mode in EMULATED_MODES
+
+    def call_limit(self, parallel_allowed: bool) -> int:
+        """How many calls one turn may carry: 1 unless the request allows parallel calls."""
+        if not parallel_allowed:
+            return 1
+        if self.max_tool_calls is not None:
+            return self.max_tool_calls
+        return 1 if self.emulated or self.tool_mode == "auto" else 128
+
+
+class RulesFile(_Strict):
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    models: list[ModelRule] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A request's rule: the rule, its upstream name and the bounded label for metrics."""
+
+    rule: ModelRule
+    upstream_name: str
+    label: str  # the rule's match pattern: a bounded metric label, never client text
+
+    def upstream_model(self, requested: str) -> str:
+        return self.rule.upstream_model or requested
+
+
+class RuleSet:
+    """Validated rules with first-match-wins resolution, cached per model name."""
+
+    def __init__(self, upstreams: dict[str, UpstreamConfig], models: list[ModelRule], sources: list[Path]) -> None:
+        self.upstreams = upstreams
+        self.models = models
+        self.sources = sources
+        self._resolve_cached = lru_cache(maxsize=4096)(self._resolve)
+
+    def resolve(self, model: str) -> Resolved | None:
+        """The first rule whose glob matches ``model``; ``None`` when none does."""
+        return self._resolve_cached(model)
+
+    def _resolve(self, model: str) -> Resolved | None:
+        for rule in self.models:
+            if fnmatch.fnmatchcase(model, rule.match):
+                return Resolved(rule, rule.upstream, rule.match)
+        return None
+
+    def exposed_models(self) -> list[str]:
+        """Names for GET /v1/models: literal (glob-free) matches and each rule's ``expose`` list."""
+        names: list[str] = []
+        for rule in self.models:
+            candidates = [*([] if _is_glob(rule.match) else [rule.match]), *rule.expose]
+            names.extend(n for n in candidates if n not in names)
+        return names
+
+    def labels(self) -> list[str]:
+        return [rule.match for rule in self.models]
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+def _rules_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".json5", ".json") and p.is_file())
+        if not files:
+            raise RulesError(f"{path}: no *.json5 or *.json rules files in this folder")
+        return files
+    if not path.exists():
+        raise RulesError(f"{path}: no such file or folder")
+    return [path]
+
+
+def _format_validation(file: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top)"
+        lines.append(f"{file}: {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _read_file(file: Path) -> RulesFile:
+    try:
+        data: Any = json5.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RulesError(f"{file}: cannot read: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise RulesError(f"{file}: not valid JSON5: {exc}") from exc
+    try:
+        return RulesFile.model_validate(data)
+    except ValidationError as exc:
+        raise RulesError(_format_validation(file, exc)) from exc
+
+
+def load_rules(path: str | os.PathLike[str]) -> RuleSet:
+    """Read and validate the rules at ``path``; ``RulesError`` names the file and field on failure."""
+    files = _rules_files(Path(path))
+    upstreams: dict[str, UpstreamConfig] = {}
+    placed: list[tuple[Path, int, ModelRule]] = []
+    owners: dict[str, Path] = {}
+    for file in files:
+        parsed = _read_file(file)
+        for name, upstream in parsed.upstreams.items():
+            if name in upstreams:
+                raise RulesError(f"{file}: upstreams.{name}: already defined in {owners[name]}")
+            upstreams[name], owners[name] = upstream, file
+        placed.extend((file, i, rule) for i, rule in enumerate(parsed.models))
+    for file, i, rule in placed:
+        if rule.upstream not in upstreams:
+            known = ", ".join(sorted(upstreams)) or "none defined"
+            raise RulesError(f"{file}: models[{i}].upstream: unknown upstream {rule.upstream!r} (known: {known})")
+    checked = [rule for _, _, rule in placed]
+    if not checked:
+        raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
+    return RuleSet(upstreams, checked, files)
+
+
+def describe(rules: RuleSet) -> str:
+    """The resolved model table that ``toolshim check-rules`` prints."""
+    rows = [("match", "tool mode", "upstream", "provider", "upstream model")]
+    for rule in rules.models:
+        up = rules.upstreams[rule.upstream]
+        where = up.base_url or up.provider
+        rows.append((rule.match, rule.tool_mode, f"{rule.upstream} ({where})", up.provider,
+                     rule.upstream_model or "(as requested)"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)

@@ -1,0 +1,94 @@
+"""Server-sent events, sans-IO: an incremental decoder for upstream streams and the encoder.
+
+The decoder follows the WHATWG event-stream rules that matter for OpenAI-style streams:
+lines end in CRLF, LF or CR (only those: not U+2028, unlike ``str.splitlines``); several
+``data:`` lines join with ``\\n``; lines starting with ``:`` are comments; an empty line
+dispatches the event. It takes already-decoded text in chunks split anywhere and keeps only
+the unfinished line and the event being built, so work is linear in the stream length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DONE = "[DONE]"
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: str
+    event: str | None = None
+
+
+class SSEDecoder:
+    """Feed text with ``decode``; get complete events. ``flush`` at end of stream."""
+
+    def __init__(self) -> None:
+        self._tail = ""
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._pending_cr = False
+
+    def decode(self, chunk: str) -> list[SSEEvent]:
+        if not chunk:
+            return []
+        if self._pending_cr and chunk.startswith("\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        self._pending_cr = chunk.endswith("\r")
+        text = self._tail + chunk
+        events: list[SSEEvent] = []
+        start = 0
+        for match in _LINE_END.finditer(text):
+            if match.group() == "\r" and match.end() == len(text):
+                break  # may be the first half of CRLF; decide on the next chunk
+            self._line(text[start : match.start()], events)
+            start = match.end()
+        self._tail = text[start:]
+        if self._tail == "\r":
+            self._line("", events)
+            self._tail = ""
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        """End of stream: an unterminated last line and event still count."""
+        events: list[SSEEvent] = []
+        if self._tail:
+            self._line(self._tail, events)
+            self._tail = ""
+        self._line("", events)
+        return events
+
+    def _line(self, line: str, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(SSEEvent("\n".join(self._data), self._event))
+            self._data, self._event = [], None
+            return
+        if line.startswith(":"):
+            return
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+
+
+def encode(data: str) -> bytes:
+    """One SSE event carrying ``data``; a payload with line breaks becomes several data lines."""
+    if "\n" in data or "\r" in data:
+        lines = _LINE_END.split(data)
+        return "".join(f"data: {line}\n" for line in lines).encode("utf-8") + b"\n"
+    return b"data: " + data.encode("utf-8") + b"\n\n"
+
+
+def encode_json(payload: Any) -> bytes:
+    return encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+
+
+DONE_BYTES = encode(DONE)

@@ -1,0 +1,129 @@
+"""Upstream through litellm, for providers that are not OpenAI-compatible (Anthropic, Bedrock, ...).
+
+litellm is imported on first use only: the import costs seconds and ~140 MB. Its price-list
+download is switched off (no network but the provider's). Responses and stream chunks are
+turned into OpenAI-shaped dicts, so the rest of the proxy cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
+from ..rules import UpstreamConfig
+from .base import Observer, UpstreamStream, outcome_of
+
+_litellm: Any = None
+
+
+def _import_litellm() -> Any:
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.drop_params = True  # providers reject OpenAI params they lack; drop rather than fail
+        litellm.suppress_debug_info = True
+        _litellm = litellm
+    return _litellm
+
+
+def _map_error(exc: Exception, name: str) -> ProxyError:
+    """litellm's exceptions carry ``status_code``; map them onto ours without leaking keys."""
+    litellm = _import_litellm()
+    message = str(getattr(exc, "message", "") or exc)[:2000]
+    if isinstance(exc, litellm.exceptions.Timeout):
+        return UpstreamTimeout(f"upstream '{name}' timed out")
+    if isinstance(exc, litellm.exceptions.APIConnectionError):
+        return UpstreamUnavailable(f"upstream '{name}' is unreachable: {message}")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 600:
+        return UpstreamHTTPError(status, message)
+    return UpstreamHTTPError(502, f"upstream '{name}' failed: {message}")
+
+
+class LiteLLMUpstream:
+    """Any provider litellm reaches; ``upstream_model`` names it (e.g. ``anthropic/claude-...``)."""
+
+    def __init__(self, name: str, config: UpstreamConfig, observer: Observer | None = None) -> None:
+        self.name = name
+        self.config = config
+        self._observer = observer
+
+    async def start(self) -> None:
+        """Nothing to open: litellm manages its own clients (imported on the first request)."""
+
+    async def close(self) -> None:
+        """Nothing to close: litellm owns its clients."""
+
+    def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
+        kwargs = dict(body)
+        if not body.get("stream"):
+            kwargs.pop("stream_options", None)
+        key = self.config.api_key()
+        if key:
+            kwargs["api_key"] = key
+        if self.config.base_url:
+            kwargs["api_base"] = self.config.base_url
+        if self.config.headers:
+            kwargs["extra_headers"] = dict(self.config.headers)
+        kwargs["timeout"] = self.config.total_timeout or self.config.read_timeout
+        return kwargs
+
+    def _observe(self, started: float, error: BaseException | None) -> None:
+        if self._observer is not None:
+            status = error.status if isinstance(error, UpstreamHTTPError) else None
+            self._observer(self.name, outcome_of(error), time.perf_counter() - started, status)
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        litellm = _import_litellm()
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(**self._kwargs({**body, "stream": False}))
+        except Exception as exc:
+            error = _map_error(exc, self.name)
+            self._observe(started, error)
+            raise error from None
+        self._observe(started, None)
+        return _to_dict(response)
+
+    async def stream(self, body: dict[str, Any]) -> UpstreamStream:
+        litellm = _import_litellm()
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(**self._kwargs({**body, "stream": True}))
+        except Exception as exc:
+            error = _map_error(exc, self.name)
+            self._observe(started, error)
+            raise error from None
+        return UpstreamStream(self.name, self._payloads(response), getattr(response, "aclose", _noop),
+                              self._observer, started)
+
+    async def _payloads(self, response: Any) -> AsyncIterator[str]:
+        try:
+            async for chunk in response:
+                yield json.dumps(_to_dict(chunk), ensure_ascii=False, separators=(",", ":"))
+        except ProxyError:
+            raise
+        except Exception as exc:
+            raise _map_error(exc, self.name) from None
+
+    async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> Any:
+        raise InvalidRequest(f"{path} is not available for this model (its upstream is not OpenAI-compatible)",
+                             code="unsupported_endpoint")
+
+
+async def _noop() -> None:
+    return None
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    data = dump(exclude_none=True) if dump else json.loads(obj.json())
+    return data if isinstance(data, dict) else {}

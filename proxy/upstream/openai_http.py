@@ -1,0 +1,171 @@
+"""Client for OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, ...).
+
+One pooled ``aiohttp.ClientSession`` per upstream. Timeouts: connect, and idle time between
+bytes (``sock_read``); no overall cap unless the rule sets one, because aiohttp's default
+5-minute total would kill long streams. Streams are read with ``iter_any`` into our own SSE
+decoder (``async for line in content`` fails on lines over 128 KiB: big tool arguments).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from ..errors import UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable, upstream_http_error
+from ..rules import UpstreamConfig
+from ..sse import DONE, SSEDecoder
+from .base import Observer, UpstreamStream, outcome_of
+
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+                         "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
+
+
+def _map_client_error(exc: BaseException, name: str) -> Exception:
+    """aiohttp/asyncio failures → our errors. The message names the upstream, not its URL or key."""
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return UpstreamTimeout(f"upstream '{name}' timed out")
+    return UpstreamUnavailable(f"upstream '{name}' is unreachable: {type(exc).__name__}")
+
+
+class OpenAIUpstream:
+    """An OpenAI-compatible HTTP upstream."""
+
+    def __init__(self, name: str, config: UpstreamConfig, observer: Observer | None = None) -> None:
+        self.name = name
+        self.config = config
+        self._observer = observer
+        self._session: aiohttp.ClientSession | None = None
+        self._base = (config.base_url or "").rstrip("/")
+
+    async def start(self) -> None:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0,
+                                             keepalive_timeout=30)
+            timeout = aiohttp.ClientTimeout(total=self.config.total_timeout, connect=self.config.connect_timeout,
+                                            sock_read=self.config.read_timeout)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers(),
+                                                  skip_auto_headers=("User-Agent",))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"User-Agent": "toolshim", **self.config.headers}
+        key = self.config.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    async def _session_ready(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            await self.start()
+        assert self._session is not None
+        return self._session
+
+    async def _post_json(self, path: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        session = await self._session_ready()
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            return await session.post(self._base + path, data=data, headers={"Content-Type": "application/json"})
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _map_client_error(exc, self.name) from None
+
+    async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
+        if resp.status < 400:
+            return
+        try:
+            raw = await resp.read()
+        except (TimeoutError, aiohttp.ClientError):
+            raw = b""
+        finally:
+            resp.release()
+        raise upstream_http_error(resp.status, raw)
+
+    def _observe(self, started: float, error: BaseException | None) -> None:
+        if self._observer is not None:
+            status = error.status if isinstance(error, UpstreamHTTPError) else None
+            self._observer(self.name, outcome_of(error), time.perf_counter() - started, status)
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            resp = await self._post_json("/chat/completions", body)
+            await self._raise_for_status(resp)
+            try:
+                raw = await resp.read()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise _map_client_error(exc, self.name) from None
+            try:
+                result = json.loads(raw)
+            except ValueError:
+                raise UpstreamHTTPError(502, f"upstream '{self.name}' returned a body that is not JSON") from None
+            if not isinstance(result, dict):
+                raise UpstreamHTTPError(502, f"upstream '{self.name}' returned JSON that is not an object")
+        except Exception as exc:
+            self._observe(started, exc)
+            raise
+        self._observe(started, None)
+        return result
+
+    async def stream(self, body: dict[str, Any]) -> UpstreamStream:
+        started = time.perf_counter()
+        try:
+            resp = await self._post_json("/chat/completions", body)
+            await self._raise_for_status(resp)
+        except Exception as exc:
+            self._observe(started, exc)
+            raise
+        if "text/event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+            return UpstreamStream(self.name, _single_body_as_stream(resp, self.name), resp.close, self._observer,
+                                  started)
+        return UpstreamStream(self.name, self._payloads(resp), resp.close, self._observer, started)
+
+    async def _payloads(self, resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
+        decoder = SSEDecoder()
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            async for raw in resp.content.iter_any():
+                for event in decoder.decode(utf8.decode(raw)):
+                    if event.data == DONE:
+                        return
+                    yield event.data
+            for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
+                if event.data == DONE:
+                    return
+                yield event.data
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _map_client_error(exc, self.name) from None
+        finally:
+            resp.release()
+
+    async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> aiohttp.ClientResponse:
+        """Send another /v1 call as-is; the caller relays and releases the response."""
+        session = await self._session_ready()
+        headers = {"Content-Type": content_type} if content_type else {}
+        try:
+            return await session.request(method, self._base + path, data=body or None, headers=headers)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _map_client_error(exc, self.name) from None
+
+
+async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> AsyncIterator[str]:
+    """Some servers ignore ``stream: true`` and answer with one JSON body: relay it as one event."""
+    try:
+        raw = await resp.read()
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _map_client_error(exc, name) from None
+    finally:
+        resp.release()
+    yield raw.decode("utf-8", "replace")
+
+
+def relay_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    """The upstream response headers worth passing to the client (no hop-by-hop ones)."""
+    return {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BY_HOP}

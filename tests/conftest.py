@@ -1,0 +1,105 @@
+"""Shared fixtures: a fake upstream server, the proxy on a real port, OpenAI SDK clients.
+
+Also a compatibility shim: aioresponses 0.7.9 builds ``ClientResponse`` without the
+``stream_writer`` keyword that aiohttp 3.14 requires (pnuckowski/aioresponses#289, fix not
+released); we supply it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import json5
+import pytest
+from aiohttp import web
+
+from proxy.app import create_app, start_site
+from proxy.metrics import Metrics
+from proxy.rules import load_rules
+from proxy.settings import Settings
+from tests.fakes import FakeUpstream
+
+
+def _patch_aioresponses() -> None:
+    """Give aioresponses' ``ClientResponse(...)`` calls the ``stream_writer`` aiohttp 3.14 requires."""
+    if "stream_writer" not in inspect.signature(aiohttp.ClientResponse.__init__).parameters:
+        return
+    real_init = aiohttp.ClientResponse.__init__
+    if getattr(real_init, "_toolshim_shim", False):
+        return
+
+    def init(self: aiohttp.ClientResponse, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("stream_writer", None)
+        real_init(self, *args, **kwargs)
+
+    init._toolshim_shim = True  # type: ignore[attr-defined]
+    aiohttp.ClientResponse.__init__ = init  # type: ignore[method-assign]
+
+
+_patch_aioresponses()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def fake_upstream() -> AsyncIterator[FakeUpstream]:
+    fake = FakeUpstream()
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_route("*", "/{tail:.*}", fake.handle)
+    runner = web.AppRunner(app, handler_cancellation=True)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    fake.url = f"http://127.0.0.1:{port}/v1"
+    yield fake
+    await runner.cleanup()
+
+
+def write_rules(tmp_path: Path, upstream_url: str, models: list[dict[str, Any]],
+                upstream_extra: dict[str, Any] | None = None) -> Path:
+    path = tmp_path / "rules.json5"
+    doc = {"upstreams": {"up": {"base_url": upstream_url, **(upstream_extra or {})}}, "models": models}
+    path.write_text(json5.dumps(doc, indent=2))
+    return path
+
+
+class Proxy:
+    """The proxy under test, on a real port: ``url`` for the OpenAI SDK, ``metrics`` for asserts."""
+
+    def __init__(self, url: str, app: web.Application, metrics: Metrics) -> None:
+        self.url = url
+        self.base_url = url + "/v1"
+        self.app = app
+        self.metrics = metrics
+
+
+ProxyFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def start_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncIterator[ProxyFactory]:
+    """``await start_proxy(models=[...], **settings)`` → a running ``Proxy`` before the fake upstream."""
+    runners: list[web.AppRunner] = []
+
+    async def start(models: list[dict[str, Any]] | None = None, upstream_extra: dict[str, Any] | None = None,
+                    **settings: Any) -> Proxy:
+        models = models or [{"match": "*", "upstream": "up", "tool_mode": "native"}]
+        rules = load_rules(write_rules(tmp_path, fake_upstream.url, models, upstream_extra))
+        metrics = Metrics()
+        app = create_app(Settings(**settings), rules, metrics)
+        port = free_port()
+        runners.append(await start_site(app, "127.0.0.1", port))
+        return Proxy(f"http://127.0.0.1:{port}", app, metrics)
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()

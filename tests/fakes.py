@@ -1,0 +1,121 @@
+"""A scriptable OpenAI-compatible upstream: a real aiohttp server for end-to-end tests.
+
+Each incoming chat request takes the next scripted ``Reply`` (the last one repeats). Streams
+are written in the exact pieces given, with optional delays, so chunk boundaries are under
+the test's control; the server notes whether the client disconnected before the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # JSON body (non-stream) or None
+    pieces: Sequence[str | bytes] = ()  # raw SSE bytes to write (stream)
+    delay: float = 0.0  # seconds between pieces
+    hang: float = 0.0  # sleep before answering
+    content_type: str | None = None
+
+
+@dataclass
+class FakeUpstream:
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    disconnected: list[bool] = field(default_factory=list)  # per streamed request
+    pieces_sent: list[int] = field(default_factory=list)
+    url: str = ""
+
+    def script(self, *replies: Reply) -> None:
+        self.replies = list(replies)
+
+    def _next(self) -> Reply:
+        if not self.replies:
+            return Reply(body=completion("ok"))
+        return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            self.requests.append(json.loads(raw) if raw else {})
+        except ValueError:
+            self.requests.append({"_raw": raw.decode("utf-8", "replace")})
+        self.paths.append(request.path)
+        self.headers.append(dict(request.headers))
+        reply = self._next()
+        if reply.hang:
+            await asyncio.sleep(reply.hang)
+        if not reply.pieces:
+            headers = {"Content-Type": reply.content_type} if reply.content_type else None
+            if isinstance(reply.body, str | bytes):
+                return web.Response(status=reply.status, body=reply.body, headers=headers)
+            return web.json_response(reply.body, status=reply.status, headers=headers)
+        return await self._stream(request, reply)
+
+    async def _stream(self, request: web.Request, reply: Reply) -> web.StreamResponse:
+        index = len(self.disconnected)
+        self.disconnected.append(False)
+        self.pieces_sent.append(0)
+        resp = web.StreamResponse(status=reply.status, headers={"Content-Type": reply.content_type or
+                                                                "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            for piece in reply.pieces:
+                if reply.delay:
+                    await asyncio.sleep(reply.delay)
+                await resp.write(piece.encode() if isinstance(piece, str) else piece)
+                self.pieces_sent[index] += 1
+            await resp.write_eof()
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.disconnected[index] = True
+            raise
+        return resp
+
+
+def completion(content: str | None, *, tool_calls: list[dict[str, Any]] | None = None, finish: str = "stop",
+               model: str = "up-model", usage: dict[str, int] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-up", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, *, usage: dict[str, int] | None = None,
+          model: str = "up-model") -> dict[str, Any]:
+    out: dict[str, Any] = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": model,
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def sse(payload: Any) -> str:
+    return "data: " + (payload if isinstance(payload, str) else json.dumps(payload)) + "\n\n"
+
+
+def text_stream(pieces: Sequence[str], *, finish: str = "stop", usage: dict[str, int] | None = None,
+                done: bool = True) -> list[str]:
+    """SSE events streaming ``pieces`` as content deltas, like an OpenAI-compatible server."""
+    events = [sse(chunk({"role": "assistant", "content": ""}))]
+    events += [sse(chunk({"content": p})) for p in pieces]
+    events.append(sse(chunk({}, finish)))
+    if usage is not None:
+        events.append(sse({**chunk({}), "choices": [], "usage": usage}))
+    if done:
+        events.append(sse("[DONE]"))
+    return events
