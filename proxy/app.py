@@ -64,6 +64,43 @@ def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[Upstr
     return Runtime(rules, upstreams)
 
 
+def reload_rules(app: web.Application) -> tuple[bool, str]:
+    """Load and validate the rules again and swap them in atomically; on error keep the old ones.
+
+    Clients of unchanged upstreams are kept (warm pools); replaced ones are closed after the drain
+    grace, so requests that started on them can finish.
+    """
+    from .rules import RulesError, load_rules
+
+    settings, metrics, state = app[SETTINGS], app[METRICS], app[STATE]
+    try:
+        rules = load_rules(settings.rules_path)
+    except RulesError as exc:
+        metrics.rules_reloads.labels("error").inc()
+        log.error("rules reload rejected, the old rules keep serving: %s", exc)
+        return False, str(exc)
+    old = state.runtime
+    reuse = {name: (old.rules.upstreams[name], client) for name, client in old.upstreams.items()}
+    state.runtime = build_runtime(rules, metrics, reuse)
+    state.auto_emulate_until.clear()
+    retired = [c for name, c in old.upstreams.items() if state.runtime.upstreams.get(name) is not c]
+    if retired:
+        asyncio.get_running_loop().call_later(settings.drain_seconds, _close_later, retired)
+    metrics.rules_reloads.labels("ok").inc()
+    log.info("rules reloaded: %d model rules, %d upstreams", len(rules.models), len(rules.upstreams))
+    return True, "reloaded"
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def _close_later(clients: list[Upstream]) -> None:
+    for client in clients:
+        task = asyncio.ensure_future(client.close())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
 def request_info(request: web.Request) -> RequestInfo:
     return request[INFO_KEY]
 
@@ -114,9 +151,12 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
 
 def _finish(request: web.Request, info: RequestInfo, status: int) -> None:
     duration = time.perf_counter() - info.started
+    metrics = request.app[METRICS]
+    if info.in_flight is not None:
+        metrics.in_flight.labels(info.in_flight).dec()
+        info.in_flight = None
     if info.counted:
-        metrics = request.app[METRICS]
-        label = info.extra.get("error_code") if status >= 400 and info.extra.get("error_code") else f"{status // 100}xx"
+        label = info.extra.get("error_code") or f"{status // 100}xx"
         stream = "true" if info.stream else "false"
         metrics.requests.labels(info.model, info.tool_mode, stream, str(label)).inc()
         metrics.request_duration.labels(info.model, info.tool_mode, stream).observe(duration)
@@ -161,7 +201,7 @@ async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
     for upstream in state.runtime.upstreams.values():
         await upstream.start()
     yield
-    for upstream in state.runtime.upstreams.values():
+    for upstream in app[STATE].runtime.upstreams.values():
         await upstream.close()
 
 

@@ -17,7 +17,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env TOOLSHIM_PORT, default 8000)")
-    serve.add_argument("--workers", type=int, help="worker processes (env TOOLSHIM_WORKERS, default 1)")
+    serve.add_argument("--workers", type=int,
+                       help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
     check = sub.add_parser("check-rules", help="validate rules and print the model table")
     check.add_argument("path", help="rules file or folder")

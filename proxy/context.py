@@ -20,6 +20,7 @@ class RequestInfo:
     tool_mode: str = "-"
     stream: bool = False
     counted: bool = False  # set for requests that go into the request metrics
+    in_flight: str | None = None  # the ``stream`` label of the in-flight gauge we raised
     upstream: str | None = None
     first_token: float | None = None
     prompt_tokens: int | None = None

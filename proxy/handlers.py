@@ -7,6 +7,7 @@ status; a failure after that ends the stream with an OpenAI error event (never a
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -15,9 +16,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from . import native
-from .app import METRICS, SETTINGS, STATE, request_info
-from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError
+from . import modes
+from .app import METRICS, SETTINGS, STATE, reload_rules, request_info
+from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized
 from .rules import Resolved
 from .schemas import ChatRequest, validate_chat
 from .sse import encode_json
@@ -61,16 +62,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw = await read_json(request)
     chat = validate_chat(raw)
     info.stream = bool(chat.stream)
+    info.in_flight = "true" if info.stream else "false"
+    request.app[METRICS].in_flight.labels(info.in_flight).inc()
     resolved = resolve_model(request, chat.model)
     info.model, info.tool_mode = resolved.label, resolved.rule.tool_mode
-    runtime = request.app[STATE].runtime
-    upstream = runtime.upstreams[resolved.upstream_name]
+    state = request.app[STATE]
+    upstream = state.runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    body = dict(raw)
-    body["model"] = resolved.upstream_model(chat.model)
+    settings = request.app[SETTINGS]
+    job = modes.ChatJob(raw, chat.model, resolved, upstream, info, request.app[METRICS], state.auto_emulate_until,
+                        settings.dump_dir)
     if chat.stream:
-        return await send_stream(request, native.stream(upstream, body, info))
-    return web.json_response(await native.complete(upstream, body, info), dumps=_dumps)
+        return await send_stream(request, modes.stream(job))
+    return web.json_response(await modes.complete(job), dumps=_dumps)
 
 
 def _dumps(value: Any) -> str:
@@ -168,8 +172,19 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         upstream_resp.release()
 
 
-async def not_found(request: web.Request) -> web.Response:
-    raise NotFound(f"Unknown path {request.path}")
+async def admin_reload(request: web.Request) -> web.Response:
+    """POST /admin/reload: only when an admin key is configured, and only with that key."""
+    admin_key = request.app[SETTINGS].admin_key
+    if not admin_key:
+        raise NotFound("Unknown path /admin/reload (set TOOLSHIM_ADMIN_KEY to enable it)")
+    presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(presented.encode(), admin_key.encode()):
+        raise Unauthorized("Incorrect or missing admin key.")
+    ok, message = reload_rules(request.app)
+    if not ok:
+        raise InvalidRequest(f"The new rules are invalid; the old rules keep serving.\n{message}",
+                             code="invalid_rules")
+    return web.json_response({"status": "reloaded"})
 
 
 def add_routes(app: web.Application) -> None:
@@ -179,6 +194,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_post("/admin/reload", admin_reload)
     app.router.add_post("/v1/{tail:.+}", passthrough)
 
 

@@ -18,11 +18,12 @@ class Settings(BaseModel):
     rules_path: Path = Path("rules/default.json5")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    workers: int = Field(1, ge=1)
+    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     api_keys: tuple[str, ...] = ()  # client keys; empty = no client authentication
     admin_key: str | None = None  # enables POST /admin/reload
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     drain_seconds: float = Field(30.0, ge=0)
+    ready_delay: float = Field(1.0, ge=0)  # seconds /readyz reports draining before the listener closes
     log_level: str = "INFO"
     log_content: bool = False  # log message contents at DEBUG (off: they may be private)
     dump_dir: Path | None = None  # write raw upstream text of emulated responses here
@@ -44,6 +45,7 @@ _ENV = {
     "admin_key": "TOOLSHIM_ADMIN_KEY",
     "max_body_bytes": "TOOLSHIM_MAX_BODY_BYTES",
     "drain_seconds": "TOOLSHIM_DRAIN_SECONDS",
+    "ready_delay": "TOOLSHIM_READY_DELAY",
     "log_level": "TOOLSHIM_LOG_LEVEL",
     "log_content": "TOOLSHIM_LOG_CONTENT",
     "dump_dir": "TOOLSHIM_DUMP_DIR",
