@@ -19,6 +19,7 @@ from aiohttp import web
 from . import modes
 from .app import METRICS, SETTINGS, STATE, reload_rules, request_info
 from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized
+from .policies import apply_policies
 from .rules import Resolved
 from .schemas import ChatRequest, validate_chat
 from .sse import encode_json
@@ -69,12 +70,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     upstream = state.runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    settings = request.app[SETTINGS]
-    job = modes.ChatJob(raw, chat.model, resolved, upstream, info, request.app[METRICS], state.auto_emulate_until,
+    settings, metrics = request.app[SETTINGS], request.app[METRICS]
+    policy = apply_policies(raw, resolved.rule)
+    for action in policy.actions:
+        metrics.policy_actions.labels(info.model, action).inc()
+    if policy.actions:
+        info.extra["policies"] = list(policy.actions)
+    job = modes.ChatJob(policy.body, chat.model, resolved, upstream, info, metrics, state.auto_emulate_until,
                         settings.dump_dir)
     if chat.stream:
-        return await send_stream(request, modes.stream(job))
-    return web.json_response(await modes.complete(job), dumps=_dumps)
+        seconds = resolved.rule.max_request_seconds
+        return await send_stream(request, modes.with_deadline(modes.stream(job), seconds, chat.model))
+    return web.json_response(await modes.complete_within(job), dumps=_dumps)
 
 
 def _dumps(value: Any) -> str:

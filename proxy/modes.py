@@ -7,6 +7,7 @@ with the rule's ``fallback_format`` and remembers that model for ``auto_fallback
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -17,11 +18,11 @@ from typing import Any
 from . import native
 from .context import RequestInfo
 from .emulation import Emulator
-from .errors import UpstreamHTTPError
+from .errors import DeadlineExceeded, UpstreamHTTPError
 from .formats import get_format
 from .metrics import Metrics
-from .pipeline import accumulate
-from .rewrite import build_plan, uses_tools
+from .pipeline import ChunkFactory, accumulate
+from .rewrite import TOOL_FIELDS, build_plan, uses_tools
 from .rules import EMULATED_MODES, Resolved
 from .sse import DONE_BYTES, encode_json
 from .upstream import Upstream
@@ -87,6 +88,18 @@ class ChatJob:
     def can_fall_back(self, err: UpstreamHTTPError) -> bool:
         return self.resolved.rule.tool_mode == "auto" and uses_tools(self.raw) and rejects_tools(err)
 
+    def can_retry_without_tools(self, err: UpstreamHTTPError) -> bool:
+        """Native rules with ``retry_without_tools``: the upstream failed because of the tools."""
+        rule = self.resolved.rule
+        return (rule.retry_without_tools and rule.tool_mode == "native" and bool(self.raw.get("tools") or
+                self.raw.get("functions")) and rejects_tools(err))
+
+    def without_tools_body(self) -> dict[str, Any]:
+        self.metrics.policy_actions.labels(self.info.model, "retry_without_tools").inc()
+        self.info.extra.setdefault("policies", []).append("retry_without_tools")
+        body = {k: v for k, v in self.native_body().items() if k not in TOOL_FIELDS}
+        return body
+
 
 async def complete(job: ChatJob) -> dict[str, Any]:
     """A non-streaming answer in whichever mode applies."""
@@ -95,6 +108,8 @@ async def complete(job: ChatJob) -> dict[str, Any]:
         try:
             return await native.complete(job.upstream, job.native_body(), job.info)
         except UpstreamHTTPError as err:
+            if job.can_retry_without_tools(err):
+                return await native.complete(job.upstream, job.without_tools_body(), job.info)
             if not job.can_fall_back(err):
                 raise
             job.remember_fallback()
@@ -112,6 +127,10 @@ async def stream(job: ChatJob) -> AsyncIterator[bytes]:
             first = await anext(relay, None)
         except UpstreamHTTPError as err:
             await relay.aclose()
+            if job.can_retry_without_tools(err):
+                async for piece in native.stream(job.upstream, job.without_tools_body(), job.info):
+                    yield piece
+                return
             if not job.can_fall_back(err):
                 raise
             job.remember_fallback()
@@ -129,3 +148,43 @@ async def stream(job: ChatJob) -> AsyncIterator[bytes]:
     finally:
         await chunks.aclose()
     yield DONE_BYTES
+
+
+async def with_deadline(chunks: AsyncIterator[bytes], seconds: float | None, model: str) -> AsyncIterator[bytes]:
+    """Bound a whole stream: before the first byte expiry is a 504; after it, a clean finish."""
+    if seconds is None:
+        async for piece in chunks:
+            yield piece
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    sent = False
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    piece = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                if not sent:
+                    raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") \
+                        from None
+                yield encode_json(ChunkFactory(model=model).finish("length"))
+                yield DONE_BYTES
+                return
+            sent = True
+            yield piece
+    finally:
+        await chunks.aclose()
+
+
+async def complete_within(job: ChatJob) -> dict[str, Any]:
+    seconds = job.resolved.rule.max_request_seconds
+    if seconds is None:
+        return await complete(job)
+    try:
+        async with asyncio.timeout(seconds):
+            return await complete(job)
+    except TimeoutError:
+        raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") from None

@@ -61,6 +61,8 @@ def _run_worker(settings: Settings, reuse_port: bool) -> None:
 def serve(settings: Settings) -> int:
     """Serve in this process (1 worker) or supervise ``settings.workers`` worker processes."""
     if settings.workers <= 1:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            _prepare_multiprocess_dir()  # a restarted container must not sum the dead process's files
         _run_worker(settings, reuse_port=False)
         return 0
     return _supervise(settings)

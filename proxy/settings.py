@@ -36,7 +36,7 @@ class Settings(BaseModel):
         return value
 
 
-_ENV = {
+ENV_VARS = {
     "rules_path": "TOOLSHIM_RULES",
     "host": "TOOLSHIM_HOST",
     "port": "TOOLSHIM_PORT",
@@ -55,6 +55,6 @@ _ENV = {
 def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Defaults, then the environment, then explicit overrides (flags that were given)."""
     env = os.environ if env is None else env
-    values: dict[str, object] = {field: env[var] for field, var in _ENV.items() if env.get(var)}
+    values: dict[str, object] = {field: env[var] for field, var in ENV_VARS.items() if env.get(var)}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return Settings.model_validate(values)

@@ -1,0 +1,265 @@
+"""Conversation policies: keep agent loops from spinning and small models within their limits.
+
+Applied to the client's request before the mode is chosen, as pure functions of the body and
+the rule; each returns the new body and the names of the policies that acted (for metrics
+and the log). Withdrawing the tools means ``tool_choice: "none"`` for this turn plus a short
+instruction, so native and emulated modes both stop calling tools and the history stays valid.
+
+* consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
+* repeated identical calls ``max_repeated_calls`` (default 3)
+* consecutive tool errors  ``max_consecutive_tool_errors`` (default 3), ``tool_error_pattern``
+* tool budget              ``max_tools`` with ``tool_priority``, then recent use, then request order
+* tool output limits       ``max_tool_output_chars``, ``max_total_tool_output_chars``,
+                           ``tool_output_limits`` (per tool name)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from .formats.history import content_text, merge_system_prompt
+from .rules import ModelRule
+
+Message = dict[str, Any]
+
+CUT_MARKER = "\n[... toolshim removed {n} characters of this tool output ...]\n"
+
+
+@dataclass(slots=True)
+class PolicyResult:
+    body: dict[str, Any]
+    actions: list[str] = field(default_factory=list)
+
+
+def apply_policies(raw: dict[str, Any], rule: ModelRule) -> PolicyResult:
+    """All policies, in order: loop guards (which may withdraw tools), budget, output limits."""
+    result = PolicyResult(raw)
+    messages: list[Message] = list(raw.get("messages") or [])
+    if _has_tools(raw) and _ends_with_tool_results(messages):
+        reason = _loop_guard(messages, rule)
+        if reason is not None:
+            policy, instruction = reason
+            result.body = _withdraw_tools(result.body, instruction)
+            result.actions.append(policy)
+    if rule.max_tools and _tool_count(result.body) > rule.max_tools:
+        result.body = _limit_tools(result.body, rule)
+        result.actions.append("max_tools")
+    limited = limit_tool_outputs(list(result.body.get("messages") or []), rule)
+    if limited is not None:
+        result.body = {**result.body, "messages": limited}
+        result.actions.append("tool_output_limit")
+    return result
+
+
+# ---- loop guards ----------------------------------------------------------------------------
+
+
+def _has_tools(raw: dict[str, Any]) -> bool:
+    choice = raw.get("tool_choice", raw.get("function_call"))
+    return bool(raw.get("tools") or raw.get("functions")) and choice != "none"
+
+
+def _ends_with_tool_results(messages: Sequence[Message]) -> bool:
+    return bool(messages) and messages[-1].get("role") in ("tool", "function")
+
+
+def _loop_guard(messages: Sequence[Message], rule: ModelRule) -> tuple[str, str] | None:
+    """The first loop guard that trips: ``(policy name, instruction for the model)``."""
+    turns = rule.max_consecutive_tool_turns
+    if turns and trailing_tool_turns(messages) >= turns:
+        return "max_consecutive_tool_turns", (
+            f"You have called tools {turns} times in a row. Do not call any more tools now: answer the user "
+            "with what you have found so far, and say what is still missing.")
+    repeated = rule.max_repeated_calls
+    name = repeated_call(messages, repeated) if repeated else None
+    if name is not None:
+        return "max_repeated_calls", (
+            f"You called `{name}` with the same arguments {repeated} times in a row; calling it again will not "
+            "give a different result. Do not call tools now: answer with what you have, or explain the problem.")
+    errors = rule.max_consecutive_tool_errors
+    if errors and trailing_tool_errors(messages, rule.tool_error_pattern) >= errors:
+        return "max_consecutive_tool_errors", (
+            f"The last {errors} tool calls failed. Stop calling tools and tell the user what went wrong, "
+            "quoting the error.")
+    return None
+
+
+def trailing_tool_turns(messages: Sequence[Message]) -> int:
+    """Assistant turns at the end of the history that were only tool calls (no text)."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role in ("tool", "function"):
+            continue
+        if role == "assistant" and (message.get("tool_calls") or message.get("function_call")) \
+                and not content_text(message.get("content")).strip():
+            count += 1
+            continue
+        break
+    return count
+
+
+def _calls_in_order(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    calls: list[tuple[str, str]] = []
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        found = [c.get("function") or {} for c in message.get("tool_calls") or ()]
+        if message.get("function_call"):
+            found.append(message["function_call"])
+        calls.extend((str(fn.get("name")), _canonical(fn.get("arguments"))) for fn in found)
+    return calls
+
+
+def _canonical(arguments: Any) -> str:
+    try:
+        value = json.loads(arguments) if isinstance(arguments, str) else arguments
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return str(arguments)
+
+
+def repeated_call(messages: Sequence[Message], limit: int) -> str | None:
+    """The tool name when the last ``limit`` calls are the same tool with the same arguments."""
+    calls = _calls_in_order(messages)
+    if len(calls) < limit:
+        return None
+    last = calls[-limit:]
+    return last[0][0] if all(call == last[0] for call in last) else None
+
+
+@lru_cache(maxsize=64)
+def _error_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def trailing_tool_errors(messages: Sequence[Message], pattern: str) -> int:
+    """How many of the most recent tool results, counting back, are errors."""
+    regex = _error_regex(pattern)
+    count = 0
+    for message in reversed(messages):
+        if message.get("role") not in ("tool", "function"):
+            if message.get("role") == "assistant":
+                continue
+            break
+        if not regex.search(content_text(message.get("content"))[:2000]):
+            break
+        count += 1
+    return count
+
+
+def _withdraw_tools(body: dict[str, Any], instruction: str) -> dict[str, Any]:
+    new = {k: v for k, v in body.items() if k not in ("parallel_tool_calls",)}
+    if "functions" in new and "tools" not in new:
+        new["function_call"] = "none"
+    else:
+        new["tool_choice"] = "none"
+    new["messages"] = merge_system_prompt(list(body.get("messages") or []), instruction)
+    return new
+
+
+# ---- tool budget ------------------------------------------------------------------------------
+
+
+def _tool_count(body: dict[str, Any]) -> int:
+    return len(body.get("tools") or body.get("functions") or ())
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    return str((tool.get("function") or tool).get("name", ""))
+
+
+def _recently_used(messages: Sequence[Message]) -> list[str]:
+    """Tool names by most recent use in the history."""
+    order: list[str] = []
+    for name, _ in reversed(_calls_in_order(messages)):
+        if name not in order:
+            order.append(name)
+    return order
+
+
+def _limit_tools(body: dict[str, Any], rule: ModelRule) -> dict[str, Any]:
+    """Keep ``max_tools``: a forced tool first, then priority list, recent use, request order."""
+    key = "tools" if body.get("tools") else "functions"
+    tools: list[dict[str, Any]] = list(body[key])
+    forced = body.get("tool_choice", body.get("function_call"))
+    forced_name = ((forced.get("function") or forced).get("name") if isinstance(forced, dict) else None)
+    ranking = [n for n in (forced_name,) if n] + list(rule.tool_priority) + _recently_used(body.get("messages") or [])
+    rank = {name: i for i, name in reversed(list(enumerate(ranking)))}
+    ordered = sorted(enumerate(tools), key=lambda it: (rank.get(_tool_name(it[1]), len(ranking)), it[0]))
+    kept = {i for i, _ in ordered[: rule.max_tools]}
+    return {**body, key: [t for i, t in enumerate(tools) if i in kept]}
+
+
+# ---- tool output limits -----------------------------------------------------------------------
+
+
+def shorten(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` within ``limit`` characters, marking what was cut."""
+    if len(text) <= limit:
+        return text
+    marker_room = len(CUT_MARKER.format(n=len(text)))
+    keep = max(limit - marker_room, 0)
+    head = keep * 2 // 3
+    tail = keep - head
+    cut = len(text) - head - tail
+    return text[:head] + CUT_MARKER.format(n=cut) + (text[len(text) - tail:] if tail else "")
+
+
+def _latest_results(messages: Sequence[Message]) -> list[int]:
+    """Indexes of the tool results after the last assistant message (the latest turn)."""
+    found: list[int] = []
+    for i in range(len(messages) - 1, -1, -1):
+        role = messages[i].get("role")
+        if role in ("tool", "function"):
+            found.append(i)
+        elif role == "assistant":
+            break
+    return found[::-1]
+
+
+def _fair_shares(lengths: list[int], budget: int) -> list[int]:
+    """Water-filling: small results keep everything, large ones share what is left equally."""
+    shares = [0] * len(lengths)
+    remaining, pending = budget, sorted(range(len(lengths)), key=lambda i: lengths[i])
+    while pending:
+        even = remaining // len(pending)
+        i = pending.pop(0)
+        shares[i] = min(lengths[i], even)
+        remaining -= shares[i]
+    return shares
+
+
+def limit_tool_outputs(messages: list[Message], rule: ModelRule) -> list[Message] | None:
+    """Messages with long tool results shortened, or ``None`` when nothing needed cutting."""
+    if not (rule.max_tool_output_chars or rule.max_total_tool_output_chars or rule.tool_output_limits):
+        return None
+    names = {c.get("id"): (c.get("function") or {}).get("name") for m in messages if m.get("role") == "assistant"
+             for c in m.get("tool_calls") or ()}
+    limits: dict[int, int] = {}
+    for i, message in enumerate(messages):
+        if message.get("role") not in ("tool", "function"):
+            continue
+        name = message.get("name") or names.get(message.get("tool_call_id"))
+        limit = rule.tool_output_limits.get(str(name), rule.max_tool_output_chars or 0)
+        if limit:
+            limits[i] = limit
+    texts = {i: content_text(messages[i].get("content")) for i, m in enumerate(messages)
+             if m.get("role") in ("tool", "function")}
+    if rule.max_total_tool_output_chars:
+        latest = _latest_results(messages)
+        lengths = [min(len(texts[i]), limits.get(i, len(texts[i]))) for i in latest]
+        for i, share in zip(latest, _fair_shares(lengths, rule.max_total_tool_output_chars), strict=True):
+            limits[i] = min(limits.get(i, share), share)
+    changed = False
+    out = list(messages)
+    for i, limit in limits.items():
+        if len(texts[i]) > limit:
+            out[i] = {**messages[i], "content": shorten(texts[i], limit)}
+            changed = True
+    return out if changed else None
