@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import aiohttp
+import openai
 import pytest
 from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -311,7 +312,7 @@ async def test_auto_mode_passes_other_errors_through(start_proxy, fake_upstream)
     proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto"}])
     fake_upstream.script(Reply(status=429, body={"error": {"message": "slow down", "type": "rate_limit"}}))
     client = AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0)
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(openai.APIStatusError) as caught:
         await client.chat.completions.create(model="m", messages=USER, tools=WEATHER)
     assert getattr(caught.value, "status_code", None) == 429
     assert len(fake_upstream.requests) == 1
