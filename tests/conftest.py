@@ -93,9 +93,9 @@ async def start_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncItera
     async def start(models: list[dict[str, Any]] | None = None, upstream_extra: dict[str, Any] | None = None,
                     **settings: Any) -> Proxy:
         models = models or [{"match": "*", "upstream": "up", "tool_mode": "native"}]
-        rules = load_rules(write_rules(tmp_path, fake_upstream.url, models, upstream_extra))
+        path = write_rules(tmp_path, fake_upstream.url, models, upstream_extra)
         metrics = Metrics()
-        app = create_app(Settings(**settings), rules, metrics)
+        app = create_app(Settings(**{"rules_path": path, **settings}), load_rules(path), metrics)
         port = free_port()
         runners.append(await start_site(app, "127.0.0.1", port))
         return Proxy(f"http://127.0.0.1:{port}", app, metrics)

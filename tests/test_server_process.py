@@ -1,0 +1,162 @@
+"""``toolshim serve`` as a real process: several workers, graceful drain on SIGTERM, reload on SIGHUP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import free_port, write_rules
+from tests.fakes import FakeUpstream, Reply, completion, text_stream
+
+TOOLSHIM = [sys.executable, "-m", "proxy"]
+USER = [{"role": "user", "content": "hi"}]
+
+
+async def start_serve(rules: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes],
+                                                                                         str]:
+    port = free_port()
+    proc = subprocess.Popen([*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
+                            env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as session:
+        for _ in range(150):
+            try:
+                async with session.get(url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return proc, url
+            except aiohttp.ClientError:
+                pass
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited")
+            await asyncio.sleep(0.1)
+    proc.kill()
+    raise AssertionError("toolshim serve did not start")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+async def post_chat(session: aiohttp.ClientSession, url: str, **body: Any) -> tuple[int, str]:
+    async with session.post(url + "/v1/chat/completions", json={"model": "m", "messages": USER, **body}) as resp:
+        return resp.status, await resp.text()
+
+
+async def test_two_workers_metrics_add_up(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
+    fake_upstream.script(Reply(body=completion("ok")))
+    rules = write_rules(tmp_path, fake_upstream.url, [{"match": "*", "upstream": "up"}])
+    metrics_dir = tmp_path / "prom"
+    proc, url = await start_serve(rules, "--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)})
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            results = await asyncio.gather(*(post_chat(session, url) for _ in range(60)))
+            assert all(status == 200 for status, _ in results)
+            async with session.get(url + "/metrics") as resp:
+                text = await resp.text()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "toolshim_requests_total" and sample.labels.get("status") == "2xx":
+                    total += sample.value
+        assert total == 60
+        pids = {p.stem.rsplit("_", 1)[-1] for p in metrics_dir.glob("counter_*.db")}
+        assert len(pids) == 2, f"requests were not served by two workers: {pids}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        stop(proc)
+
+
+async def test_sigterm_drains_a_running_stream(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
+    pieces = [f"word{i} " for i in range(20)]
+    fake_upstream.script(Reply(pieces=text_stream(pieces), delay=0.15))
+    rules = write_rules(tmp_path, fake_upstream.url, [{"match": "*", "upstream": "up"}])
+    proc, url = await start_serve(rules, "--workers", "1",
+                                  env={"TOOLSHIM_DRAIN_SECONDS": "10", "TOOLSHIM_READY_DELAY": "0.5"})
+    try:
+        async with aiohttp.ClientSession() as session:
+            resp = await session.post(url + "/v1/chat/completions",
+                                      json={"model": "m", "messages": USER, "stream": True})
+            first = await resp.content.readany()
+            assert first
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            async with aiohttp.ClientSession() as probe:
+                async with probe.get(url + "/readyz") as ready:
+                    assert ready.status == 503
+                await asyncio.sleep(1.0)
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    async with probe.get(url + "/healthz"):
+                        pass
+            body = first + await resp.read()
+            text = body.decode()
+            assert "data: [DONE]" in text
+            assert all(p.strip() in text for p in pieces), "the stream did not finish intact"
+        assert await asyncio.to_thread(proc.wait, 15) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        stop(proc)
+
+
+async def test_sighup_reloads_rules_and_keeps_old_ones_on_error(tmp_path: Path,
+                                                                fake_upstream: FakeUpstream) -> None:
+    fake_upstream.script(Reply(body=completion("ok")))
+    rules = write_rules(tmp_path, fake_upstream.url, [{"match": "alpha", "upstream": "up"}])
+    proc, url = await start_serve(rules, "--workers", "1")
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert (await post_chat(session, url, model="beta"))[0] == 404
+            write_rules(tmp_path, fake_upstream.url, [{"match": "alpha", "upstream": "up"},
+                                                      {"match": "beta", "upstream": "up"}])
+            proc.send_signal(signal.SIGHUP)
+            for _ in range(50):
+                await asyncio.sleep(0.1)
+                if (await post_chat(session, url, model="beta"))[0] == 200:
+                    break
+            assert (await post_chat(session, url, model="beta"))[0] == 200
+            rules.write_text("{ models: [ { match: 'gamma', upstream: 'nowhere' } ] }")
+            proc.send_signal(signal.SIGHUP)
+            await asyncio.sleep(1.0)
+            assert (await post_chat(session, url, model="beta"))[0] == 200
+            assert (await post_chat(session, url, model="gamma"))[0] == 404
+            async with session.get(url + "/metrics") as resp:
+                text = await resp.text()
+            assert 'toolshim_rules_reloads_total{result="ok"} 1.0' in text
+            assert 'toolshim_rules_reloads_total{result="error"} 1.0' in text
+    finally:
+        stop(proc)
+
+
+async def test_admin_reload_endpoint(start_proxy, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+    proxy = await start_proxy(models=[{"match": "alpha", "upstream": "up"}], admin_key="adm")
+    rules_path = tmp_path / "rules.json5"  # the file start_proxy wrote and the app loads from
+    async with aiohttp.ClientSession() as session:
+        async with session.post(proxy.url + "/admin/reload") as resp:
+            assert resp.status == 401
+        write_rules(tmp_path, fake_upstream.url, [{"match": "beta", "upstream": "up"}])
+        async with session.post(proxy.url + "/admin/reload", headers={"Authorization": "Bearer adm"}) as resp:
+            assert resp.status == 200
+        assert (await post_chat(session, proxy.url, model="beta"))[0] == 200
+        rules_path.write_text("{ nope")
+        async with session.post(proxy.url + "/admin/reload", headers={"Authorization": "Bearer adm"}) as resp:
+            body = await resp.json()
+            assert resp.status == 400 and body["error"]["code"] == "invalid_rules"
+        assert (await post_chat(session, proxy.url, model="beta"))[0] == 200
+
+
+async def test_admin_reload_is_off_without_a_key(start_proxy) -> None:
+    proxy = await start_proxy()
+    async with aiohttp.ClientSession() as session, session.post(proxy.url + "/admin/reload") as resp:
+        assert resp.status == 404
