@@ -1,34 +1,649 @@
-"""PLACEHOLDER: the react format is being written; this module will be replaced."""
+"""The ``react`` format: the classic ReAct protocol (Thought / Action / Action Input / Observation).
+
+Wire example (the model writes everything except the Observation, which the stop sequence
+``"\\nObservation:"`` prevents and the server usually leaves out of the output)::
+
+    Thought: I need the weather in Paris.
+    Action: get_weather
+    Action Input: {"city": "Paris"}
+    Observation: 18 °C, sunny            <- written by the proxy on the next turn
+    Thought: I now know the answer.
+    Final Answer: It is 18 °C in Paris.
+
+``Thought:`` text is Reasoning, ``Final Answer:`` text and unmarked text are Text, and
+``<think>...</think>`` is Reasoning anywhere in prose. Markers count only at the start of a line
+(after optional indentation, case-insensitive, ``**Action:**`` bold variants too) and never inside
+a ``` fence in prose. Text without markers passes unchanged; whitespace next to a marker, block
+or think tag is dropped, and two sections of one channel are joined by a newline.
+``Observation:`` before any Action is Reasoning. A non-JSON ``Action Input`` (``Action Input: Paris``)
+fills a tool's single string parameter.
+
+States and transitions (one method per state, see ``_ReactParser._handlers``)::
+
+    PROSE        --"Thought:"/"Final Answer:"--> PROSE (switch channel)
+                 --"<think>"-->                  THINK --"</think>"--> PROSE
+                 --"Action:"-->                  ACTION_NAME (or cut: SecondToolStarted, DONE)
+                 --"Action Input:" (orphan)-->   INPUT_START, no name: Malformed at the end
+                 --"Observation:" after a call--> DONE (a hallucinated result: ignore the rest)
+    ACTION_NAME  --end of line-->   AWAIT_INPUT  (ToolCallStart if the name resolves)
+    AWAIT_INPUT  --"Action Input:"--> INPUT_START;  "{" or "```" --> INPUT_START (marker omitted);
+                 --other line-->    PROSE (call with no arguments)
+    INPUT_START  --"{"--> INPUT_JSON;  "```lang" --> INPUT_START (fenced);  a marker --> PROSE
+                 --other--> INPUT_RAW
+    INPUT_JSON   --balanced "}"--> INPUT_AFTER (ToolCallEnd);  a marker line outside strings --> PROSE
+    INPUT_RAW    --marker line / closing fence--> PROSE (call finalized from the raw text)
+    INPUT_AFTER  --optional closing "```"--> PROSE (Text channel)
+
+The JSON object is scanned with its string state (both quote kinds, escapes) tracked, so a
+``"\\nAction:"`` inside a string value never ends the input; its raw text streams as
+ToolCallArgs. Arguments are repaired and validated once, by ``finalize_call``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any
 
-from .base import Event, FinishReason, StreamParser, Text, ToolCallRecord, ToolChoice, ToolSpec
+from ._args import ToolIndex, canonical_json, finalize_call, parse_json_lenient
+from ._prompt import choice_instruction, describe_tools
+from ._text import MAX_HOLDBACK, partial_marker_len
+from .base import (
+    Event,
+    FinishReason,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    StreamParser,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+)
 
 
-class _EchoParser:
+class _Marker(StrEnum):
+    THOUGHT = "Thought"
+    ACTION_INPUT = "Action Input"
+    ACTION = "Action"
+    FINAL_ANSWER = "Final Answer"
+    OBSERVATION = "Observation"
+
+
+class _Line(Enum):
+    PLAIN = "plain"
+    FENCE = "fence"
+    MARKER = "marker"
+
+
+def _variants(word: str) -> tuple[str, ...]:
+    return (f"{word}:", f"**{word}:**", f"**{word}**:", f"**{word}:")
+
+
+_STRICT = tuple((v, m) for m in _Marker for v in _variants(m.value))
+_LOOSE = tuple((v.lower(), m) for v, m in _STRICT)
+_MAX_VARIANT = max(len(v) for v, _ in _STRICT)
+_STRICT_PREFIXES = frozenset(v[:3] for v, _ in _STRICT)
+_LOOSE_PREFIXES = frozenset(v[:3] for v, _ in _LOOSE)
+_LINE_PREFIXES = _LOOSE_PREFIXES | {"```"}
+_FIRST_CHARS = frozenset("tTaAfFoO*`")
+_INDENT = re.compile(r"[ \t]*")
+_SPACE = re.compile(r"\s*")
+_FENCE_TAG = re.compile(r"[\w+.#-]{0,32}")
+# Inside an object: everything up to the next brace, unfinished string, or newline that may start a
+# marker line (possessive quantifiers: linear, no backtracking).
+_JSON_RUN = re.compile(
+    r"""(?:[^{}"'\n]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|'[^'\\]*+(?:\\.[^'\\]*+)*+'|\n(?=[ \t]*+[^ \tTAFO*`]))*+""",
+    re.S,
+)
+_STRING_BODY = {q: re.compile(rf"[^{q}\\]*+(?:\\.[^{q}\\]*+)*+", re.S) for q in "\"'"}
+_FENCE = "```"
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+LineInfo = tuple[_Line, _Marker | None, int]
+
+
+def _classify_line(buf: str, pos: int, final: bool, strict: bool = False) -> LineInfo | None:
+    """What the line starting at ``pos`` begins with; ``None`` while that is still undecided.
+
+    Returns ``(kind, marker, end)`` where ``end`` is just past the marker or fence. ``strict``
+    (inside a JSON object) accepts only the canonical capitalisation, so json5 keys like
+    ``action:`` stay arguments.
+    """
+    n = len(buf)
+    i = _INDENT.match(buf, pos).end()  # type: ignore[union-attr]
+    plain: LineInfo = (_Line.PLAIN, None, pos)
+    if i - pos > MAX_HOLDBACK or (i < n and buf[i] not in _FIRST_CHARS):
+        return plain
+    if i == n:
+        return plain if final else None
+    if buf[i] == "`":
+        if buf.startswith(_FENCE, i):
+            return (_Line.FENCE, None, i + 3)
+        return None if not final and n - i < 3 and _FENCE.startswith(buf[i:]) else plain
+    head = buf[i : i + _MAX_VARIANT]
+    table, prefixes = _STRICT, _STRICT_PREFIXES
+    if not strict and len(low := head.lower()) == len(head):
+        head, table, prefixes = low, _LOOSE, _LOOSE_PREFIXES
+    if len(head) >= 3 and head[:3] not in prefixes:
+        return plain
+    best: tuple[str, _Marker] | None = None
+    for variant, marker in table:
+        if head.startswith(variant):
+            if best is None or len(variant) > len(best[0]):
+                best = (variant, marker)
+        elif not final and len(head) < len(variant) and variant.startswith(head):
+            return None
+    return (_Line.MARKER, best[1], i + len(best[0])) if best else plain
+
+
+def _clean_name(raw: str) -> str:
+    """The tool name from an ``Action:`` line: no whitespace, backticks, quotes, bold or ``()``."""
+    name = raw.strip().strip("`*'\" \t")
+    return name.removesuffix("()").strip()
+
+
+def _plain_parameter(spec: ToolSpec | None) -> str | None:
+    """The one string parameter a non-JSON ``Action Input`` can fill, if the tool has exactly one."""
+    if spec is None:
+        return None
+    props = spec.parameters.get("properties") or {}
+    required = list(spec.parameters.get("required") or ())
+    names = required if len(required) == 1 else list(props)
+    if len(names) != 1 or not isinstance(props.get(names[0]), Mapping):
+        return None
+    return names[0] if props[names[0]].get("type") == "string" else None
+
+
+class _State(Enum):
+    PROSE = "prose"
+    THINK = "think"
+    ACTION_NAME = "action_name"
+    AWAIT_INPUT = "await_input"
+    INPUT_START = "input_start"
+    INPUT_JSON = "input_json"
+    INPUT_RAW = "input_raw"
+    INPUT_AFTER = "input_after"
+    DONE = "done"
+
+
+@dataclass(slots=True)
+class _Section:
+    """One run of prose on one channel; its trailing whitespace is held until more prose follows."""
+
+    channel: type[Text] | type[Reasoning]
+    strip: bool = True  # drop leading whitespace (not for the output's first section: plain text stays intact)
+    started: bool = False
+    pending: str = ""
+
+
+class _ReactParser:
+    """Sans-IO ReAct parser for one response (see the module docstring for the states)."""
+
+    def __init__(self, tools: Sequence[ToolSpec], max_calls: int) -> None:
+        self._index = ToolIndex(tools)
+        self._specs = {t.name: t for t in tools}
+        self._max_calls = max_calls
+        self._calls = 0  # ToolCallStart events emitted
+        self._blocks = 0  # Action blocks seen, started or not
+        self._state = _State.PROSE
+        self._handlers: dict[_State, Callable[[bool], bool]] = {
+            _State.PROSE: self._prose, _State.THINK: self._think, _State.ACTION_NAME: self._action_name,
+            _State.AWAIT_INPUT: self._await_input, _State.INPUT_START: self._input_start,
+            _State.INPUT_JSON: self._input_json, _State.INPUT_RAW: self._input_raw,
+            _State.INPUT_AFTER: self._input_after, _State.DONE: lambda final: False,
+        }
+        self._buf, self._pos = "", 0
+        self._line_start, self._in_fence = True, False
+        self._section, self._outer = _Section(Text, strip=False), _Section(Text)
+        self._out: list[Event] = []
+        self._run_cls: type[Text] | type[Reasoning] = Text
+        self._run: list[str] = []
+        self._emitted: set[type[Text] | type[Reasoning]] = set()
+        self._reset_block()
+
+    def _reset_block(self) -> None:
+        self._name: str | None = None
+        self._call_index: int | None = None
+        self._name_parts: list[str] = []
+        self._raw: list[str] = []  # the whole block as written, for Malformed
+        self._args: list[str] = []  # the Action Input text
+        self._fenced, self._depth, self._quote, self._arg_line_start = False, 0, "", False
+
+    # ---- public API ------------------------------------------------------------------
+
     def feed(self, text: str) -> list[Event]:
-        return [Text(text)] if text else []
+        if self._state is _State.DONE:
+            return []
+        self._buf, self._pos = self._buf[self._pos :] + text, 0
+        return self._drive(final=False)
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
-        return []
+        if self._state is _State.DONE:
+            return []
+        self._buf, self._pos = self._buf[self._pos :], 0
+        self._drive(final=True)
+        self._end_block(self._buf[self._pos :], truncated=finish_reason == "length")
+        if self._state in (_State.PROSE, _State.THINK) and self._section.pending:
+            self._emit_text(self._section.channel, self._section.pending)  # trailing whitespace of the output
+        self._state = _State.DONE
+        return self._take()
+
+    def _drive(self, final: bool) -> list[Event]:
+        while self._handlers[self._state](final):
+            pass
+        return self._take() if not final else []
+
+    # ---- output ----------------------------------------------------------------------
+
+    def _emit_text(self, cls: type[Text] | type[Reasoning], text: str) -> None:
+        self._emitted.add(cls)
+        if cls is not self._run_cls:
+            self._flush_run()
+            self._run_cls = cls
+        self._run.append(text)
+
+    def _flush_run(self) -> None:
+        if self._run:
+            self._out.append(self._run_cls("".join(self._run)))
+            self._run = []
+
+    def _push(self, event: Event) -> None:
+        self._flush_run()
+        self._out.append(event)
+
+    def _take(self) -> list[Event]:
+        self._flush_run()
+        out, self._out = self._out, []
+        return out
+
+    def _say(self, text: str) -> None:
+        """Emit prose on the current section's channel, holding back trailing whitespace (capped)."""
+        sec = self._section
+        if not sec.started:
+            text = text.lstrip() if sec.strip else text
+            if not text:
+                return
+            sec.started = True
+            if sec.channel in self._emitted:
+                sec.pending = "\n"  # keep separate sections of one channel apart
+        body = text.rstrip()
+        if body:
+            self._emit_text(sec.channel, sec.pending + body)
+            sec.pending = text[len(body) :]
+        else:
+            sec.pending += text
+        if len(sec.pending) > MAX_HOLDBACK:
+            self._emit_text(sec.channel, sec.pending[:-MAX_HOLDBACK])
+            sec.pending = sec.pending[-MAX_HOLDBACK:]
+
+    def _to_prose(self, channel: type[Text] | type[Reasoning], line_start: bool) -> None:
+        self._state, self._section, self._line_start = _State.PROSE, _Section(channel), line_start
+
+    # ---- states ----------------------------------------------------------------------
+
+    def _prose(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            return False
+        if self._line_start:
+            info = _classify_line(buf, pos, final)
+            if info is None:
+                return False
+            self._line_start = False
+            if info[0] is _Line.FENCE:
+                self._in_fence = not self._in_fence
+            elif info[0] is _Line.MARKER and not self._in_fence:
+                self._pos = info[2]
+                self._on_marker(info[1], buf[pos : info[2]])  # type: ignore[arg-type]
+            return True
+        stop, at_line = self._plain_lines(pos)
+        if not self._in_fence:
+            think = buf.find(_THINK_OPEN, pos, stop)
+            if think != -1:
+                self._say(buf[pos:think])
+                self._pos = think + len(_THINK_OPEN)
+                self._state, self._outer, self._section = _State.THINK, self._section, _Section(Reasoning)
+                return True
+            if not at_line and not final:
+                stop -= partial_marker_len(buf[max(pos, stop - len(_THINK_OPEN)) : stop], (_THINK_OPEN,))
+        self._say(buf[pos:stop])
+        self._pos, self._line_start = stop, at_line
+        return at_line
+
+    def _plain_lines(self, pos: int) -> tuple[int, bool]:
+        """Extend over lines that cannot start with a marker or fence: ``(stop, stop is a line start)``."""
+        buf, n = self._buf, len(self._buf)
+        while True:
+            nl = buf.find("\n", pos)
+            if nl == -1:
+                return n, False
+            pos = nl + 1
+            first = _INDENT.match(buf, pos).end()  # type: ignore[union-attr]
+            if first + 3 > n or (buf[first] in _FIRST_CHARS and buf[first : first + 3].lower() in _LINE_PREFIXES):
+                return pos, True
+
+    def _on_marker(self, marker: _Marker, raw: str) -> None:
+        if marker is _Marker.THOUGHT or (marker is _Marker.OBSERVATION and not self._blocks):
+            self._to_prose(Reasoning, line_start=False)
+        elif marker is _Marker.FINAL_ANSWER:
+            self._to_prose(Text, line_start=False)
+        elif marker is _Marker.OBSERVATION:
+            self._state = _State.DONE  # the model is inventing a tool result: nothing after it counts
+        elif self._calls >= self._max_calls:
+            self._push(SecondToolStarted(self._calls))
+            self._state = _State.DONE
+        else:
+            self._reset_block()
+            self._raw.append(raw)
+            self._state = _State.ACTION_NAME if marker is _Marker.ACTION else _State.INPUT_START
+
+    def _think(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        end = buf.find(_THINK_CLOSE, pos)
+        if end != -1:
+            self._say(buf[pos:end])
+            self._pos = end + len(_THINK_CLOSE)
+            self._state, self._section, self._line_start = _State.PROSE, self._outer, True
+            self._section.strip = self._section.strip or not self._section.started
+            return True
+        stop = len(buf)
+        if not final:
+            stop -= partial_marker_len(buf[max(pos, stop - len(_THINK_CLOSE)) :], (_THINK_CLOSE,))
+        self._say(buf[pos:stop])
+        self._pos = stop
+        return False
+
+    def _action_name(self, final: bool) -> bool:
+        buf, pos = self._buf, self._pos
+        nl = buf.find("\n", pos)
+        stop = len(buf) if nl == -1 else nl + 1
+        self._name_parts.append(buf[pos:stop])
+        self._raw.append(buf[pos:stop])
+        self._pos = stop
+        if nl == -1:
+            return False
+        self._complete_name()
+        return True
+
+    def _complete_name(self) -> None:
+        """The Action line is complete: announce the call if its name resolves to a tool."""
+        self._name = _clean_name("".join(self._name_parts))
+        resolved, _ = self._index.resolve(self._name)
+        if resolved is not None:
+            self._call_index = self._calls
+            self._calls += 1
+            self._push(ToolCallStart(self._call_index, resolved))
+        self._state = _State.AWAIT_INPUT
+
+    def _skip_space(self) -> int:
+        """Consume whitespace into the raw block; the new position."""
+        end = _SPACE.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+        self._raw.append(self._buf[self._pos : end])
+        self._pos = end
+        return end
+
+    def _await_input(self, final: bool) -> bool:
+        buf, pos = self._buf, self._skip_space()
+        if pos >= len(buf):
+            return False
+        if buf[pos] == "{" or buf.startswith(_FENCE, pos):
+            self._state = _State.INPUT_START
+            return True
+        info = _classify_line(buf, pos, final)
+        if info is None:
+            return False
+        if info[1] is _Marker.ACTION_INPUT:
+            self._raw.append(buf[pos : info[2]])
+            self._pos, self._state = info[2], _State.INPUT_START
+        else:
+            self._finish_block(None)
+        return True
+
+    def _input_start(self, final: bool) -> bool:
+        buf, pos = self._buf, self._skip_space()
+        if pos >= len(buf):
+            return False
+        if buf[pos] == "{":
+            self._state = _State.INPUT_JSON
+            return True
+        if buf.startswith(_FENCE, pos) and self._fenced:  # an empty fenced input
+            self._raw.append(_FENCE)
+            self._pos = pos + 3
+            self._finish_block("")
+            self._line_start = False
+            return True
+        if buf.startswith(_FENCE, pos):
+            tag_end = _FENCE_TAG.match(buf, pos + 3).end()  # type: ignore[union-attr]
+            if tag_end == len(buf) and tag_end - pos < 35 and not final:
+                return False
+            self._raw.append(buf[pos:tag_end])
+            self._pos, self._fenced = tag_end, True
+            return True
+        info = _classify_line(buf, pos, final)
+        if info is None:
+            return False
+        if info[0] is _Line.MARKER:
+            self._finish_block("")
+        else:
+            self._state, self._arg_line_start = _State.INPUT_RAW, False
+        return True
+
+    def _input_json(self, final: bool) -> bool:
+        buf, n = self._buf, len(self._buf)
+        start = pos = self._pos
+        while pos < n:
+            if self._quote:
+                pos = _STRING_BODY[self._quote].match(buf, pos).end()  # type: ignore[union-attr]
+                if pos >= n or buf[pos] == "\\":  # a backslash at the end waits for its escaped char
+                    break
+                pos, self._quote = pos + 1, ""
+                continue
+            if self._arg_line_start:
+                info = _classify_line(buf, pos, final, strict=True)
+                if info is None:
+                    break
+                if info[0] is _Line.MARKER or (info[0] is _Line.FENCE and self._fenced):
+                    self._take_args(start, pos)
+                    return self._end_input_at_line(info)
+                self._arg_line_start = False
+            pos = _JSON_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+            if pos >= n:
+                break
+            char, pos = buf[pos], pos + 1
+            if char == "{":
+                self._depth += 1
+            elif char == "}":
+                self._depth -= 1
+                if self._depth <= 0:
+                    self._take_args(start, pos)
+                    self._finish_block("".join(self._args), after=_State.INPUT_AFTER)
+                    return True
+            elif char == "\n":
+                self._arg_line_start = True
+            else:
+                self._quote = char
+        self._take_args(start, pos)
+        return False
+
+    def _take_args(self, start: int, stop: int) -> None:
+        """Consume ``buf[start:stop]`` as argument text and stream it if the call was announced."""
+        piece = self._buf[start:stop]
+        self._pos = stop
+        if piece:
+            self._args.append(piece)
+            self._raw.append(piece)
+            if self._call_index is not None:
+                self._push(ToolCallArgs(self._call_index, piece))
+
+    def _end_input_at_line(self, info: LineInfo) -> bool:
+        """A marker line (or the closing fence) ended the Action Input: finalize what there is."""
+        fence = info[0] is _Line.FENCE
+        if fence:
+            self._raw.append(self._buf[self._pos : info[2]])
+            self._pos = info[2]
+        self._finish_block("".join(self._args))
+        self._line_start = not fence
+        return True
+
+    def _input_raw(self, final: bool) -> bool:
+        buf, n, pos = self._buf, len(self._buf), self._pos
+        while pos < n:
+            if self._arg_line_start:
+                info = _classify_line(buf, pos, final)
+                if info is None:
+                    break
+                if info[0] is _Line.MARKER or (info[0] is _Line.FENCE and self._fenced):
+                    self._pos = pos
+                    return self._end_input_at_line(info)
+                self._arg_line_start = False
+            nl = buf.find("\n", pos)
+            stop = n if nl == -1 else nl + 1
+            self._args.append(buf[pos:stop])
+            self._raw.append(buf[pos:stop])
+            pos, self._arg_line_start = stop, nl != -1
+        self._pos = pos
+        return False
+
+    def _input_after(self, final: bool) -> bool:
+        """After the JSON object: swallow the closing fence of a fenced input, then back to prose."""
+        buf, pos = self._buf, self._pos
+        if self._fenced:
+            end = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+            if buf.startswith(_FENCE, end):
+                self._pos = end + 3
+            elif not final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and _FENCE.startswith(buf[end:]):
+                return False
+        self._to_prose(Text, line_start=False)
+        self._reset_block()
+        return True
+
+    # ---- finishing a block -------------------------------------------------------------
+
+    def _end_block(self, leftover: str, truncated: bool) -> None:
+        """End of output inside a block: complete it if unambiguous, else Malformed."""
+        state = self._state
+        if state in (_State.PROSE, _State.THINK, _State.INPUT_AFTER, _State.DONE):
+            return
+        self._raw.append(leftover)
+        if state is _State.ACTION_NAME and not truncated:
+            self._name_parts.append(leftover)
+            self._complete_name()
+        elif state in (_State.INPUT_JSON, _State.INPUT_RAW):
+            self._args.append(leftover)
+        if truncated:
+            self._push(Malformed("".join(self._raw), "tool block truncated (finish_reason length)", self._call_index))
+            self._reset_block()
+        else:
+            self._finish_block("".join(self._args) if state is not _State.AWAIT_INPUT else None)
+
+    def _finish_block(self, raw_input: str | None, after: _State = _State.PROSE) -> None:
+        """Finalize the call (ToolCallEnd or Malformed) and continue in ``after``."""
+        self._blocks += 1
+        raw = "".join(self._raw)
+        if self._name is None:
+            self._push(Malformed(raw, "Action Input without an Action line", None))
+        else:
+            self._push(self._finalize(self._name, raw_input or "", raw))
+        if after is _State.PROSE:
+            self._to_prose(Text, line_start=True)
+            self._reset_block()
+        else:
+            self._state = after
+
+    def _finalize(self, name: str, text: str, raw: str) -> Event:
+        text = text.strip()
+        param = None if text.startswith(("{", "[")) or not text else _plain_parameter(
+            self._specs.get(self._index.resolve(name)[0] or ""))
+        extra: tuple[str, ...] = ()
+        if param is not None:
+            parsed = parse_json_lenient(text)
+            value = parsed[0] if parsed is not None and isinstance(parsed[0], str) else text
+            outcome, extra = finalize_call(self._index, name, {param: value}), ("plain_input",)
+        else:
+            outcome = finalize_call(self._index, name, text)
+        if outcome.ok and self._call_index is not None and outcome.arguments is not None:
+            return ToolCallEnd(self._call_index, outcome.name, outcome.arguments, outcome.repairs + extra)
+        return Malformed(raw, outcome.error or f"unknown tool {name!r}", self._call_index)
+
+
+def _example_value(schema: Mapping[str, Any]) -> Any:
+    """A placeholder value of the right type for the worked example."""
+    for key in ("examples", "enum"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return schema[key][0]
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(str(kind), "...")
+
+
+def _example_arguments(spec: ToolSpec) -> dict[str, Any]:
+    props = spec.parameters.get("properties") or {}
+    wanted = list(spec.parameters.get("required") or ()) or list(props)[:1]
+    return {p: _example_value(props[p]) for p in wanted if isinstance(props.get(p), Mapping)}
+
+
+def _arguments_text(arguments: str) -> str:
+    """A call's arguments as one compact JSON line (the parser reads it back unchanged)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return arguments.strip() or "{}"
+    return canonical_json(value)
 
 
 class ReactFormat:
+    """ReAct text protocol: ``Action:`` / ``Action Input:`` lines, ``Observation:`` results."""
+
     name = "react"
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        return ""
+        example = tools[0] if tools else ToolSpec("tool_name")
+        several = (
+            "To call several tools at once, write one Action / Action Input pair after another, then stop.\n"
+            if parallel else ""
+        )
+        return (
+            "You can use these tools:\n\n"
+            f"{describe_tools(tools)}\n\n"
+            f"{choice_instruction(tool_choice, parallel)}\n\n"
+            "Use exactly this format, each marker at the start of a line:\n"
+            "Thought: your reasoning (optional)\n"
+            "Action: the tool name, exactly as listed\n"
+            "Action Input: the arguments as one JSON object with double-quoted keys\n"
+            "After an Action Input, stop: the system runs the tool and replies with a line\n"
+            "\"Observation: <result>\". Never write an Observation yourself.\n"
+            f"{several}"
+            "When you answer the user without a tool, write:\n"
+            "Thought: your reasoning (optional)\n"
+            "Final Answer: your answer\n\n"
+            "Example (placeholder values):\n"
+            "Thought: I need to use a tool.\n"
+            f"Action: {example.name}\n"
+            f"Action Input: {canonical_json(_example_arguments(example))}"
+        )
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
-        return ""
+        return "\n".join(f"Action: {c.name}\nAction Input: {_arguments_text(c.arguments)}" for c in calls)
+
+    def render_turn(self, content: str, calls: Sequence[ToolCallRecord]) -> str:
+        """A whole assistant turn of the history: its content as a Thought, then its calls."""
+        thought = f"Thought: {content.strip()}" if content.strip() else ""
+        return "\n".join(part for part in (thought, self.render_calls(calls)) if part)
 
     def render_result(self, name: str, content: str) -> str:
-        return content
+        return f"Observation: {content}"
 
     def stop_sequences(self) -> tuple[str, ...]:
-        return ()
+        return ("\nObservation:",)
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return _EchoParser()
+        return _ReactParser(tools, max_calls)

@@ -1,0 +1,234 @@
+"""Tests for the react format: golden cases in every chunking, split properties, rendering round trips."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.formats.base import (
+    Event,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+)
+from proxy.formats.react import ReactFormat
+from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats.tools import TOOLS
+
+FORMAT = ReactFormat()
+GOLDEN = sorted((Path(__file__).parent / "golden" / "react").glob("*.json"))
+CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+MARKERS = ("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>")
+
+
+def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
+    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
+
+
+def test_golden_set_is_complete() -> None:
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str) -> None:
+    case = CASES[name]
+    events = assert_same_in_all_chunkings(
+        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
+    )
+    assert summarize(events) == case["expect"], case["description"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_never_leaks_markers(name: str) -> None:
+    case = CASES[name]
+    if name == "marker_in_code_fence":
+        return  # markers inside a fence are text by design
+    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
+    visible = "".join(e.text for e in events if isinstance(e, Text | Reasoning))
+    assert not any(marker in visible for marker in MARKERS), visible
+
+
+@pytest.mark.parametrize("name", ["write_file_diff", "two_tools_parallel", "text_after_call", "think_block",
+                                  "marker_in_code_fence", "unrepairable_block", "repairable_json"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
+    case = CASES[name]
+    text, max_calls = case["output"], case.get("max_calls", 1)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
+    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
+    assert merge(split) == merge(whole)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("Action Input:Thought{}\"'\\\n`*<think>/ Fa")), max_size=120),
+       st.sampled_from(["stop", "length"]))
+def test_marker_soup_is_deterministic_and_keeps_the_contract(text: str, finish: str) -> None:
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert len(starts) <= 2 and all(e.name in {t.name for t in TOOLS} for e in starts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300))
+def test_never_raises_on_arbitrary_text(text: str) -> None:
+    assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), text)
+
+
+def test_args_fragments_are_the_raw_object_even_with_markers_inside_strings() -> None:
+    raw = '{"path": "notes.md", "content": "line one\nAction: get_weather\nObservation: }\n"}'
+    events = parse(f"Action: write_file\nAction Input: {raw}\nI am done.")
+    fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
+    assert fragments == raw
+    assert [type(e) for e in events][:2] == [ToolCallStart, ToolCallArgs]
+    assert isinstance(events[2], ToolCallEnd | Malformed)  # raw newlines in strings need the repairer
+    assert events[-1] == Text("I am done.")
+
+
+def test_marker_line_ends_an_unbalanced_object() -> None:
+    events = parse('Action: get_weather\nAction Input: {"city": "Paris"\nThought: oops\nFinal Answer: ok')
+    assert [e for e in events if isinstance(e, ToolCallArgs)] == [ToolCallArgs(0, '{"city": "Paris"\n')]
+    assert events[-2:] == [Reasoning("oops"), Text("ok")]
+
+
+def test_cut_is_reported_at_the_marker_and_nothing_follows() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    first = parser.feed('Action: get_weather\nAction Input: {"city": "Paris"}\nAction:')
+    assert isinstance(first[-1], SecondToolStarted) and first[-1].index == 1
+    assert any(isinstance(e, ToolCallEnd) for e in first)
+    assert parser.feed(' get_weather\nAction Input: {"city": "Rome"}') == []
+    assert parser.close() == []
+
+
+def test_action_without_input_uses_empty_arguments_when_allowed() -> None:
+    tools = [*TOOLS, ToolSpec("list_files", "List files.", {"type": "object", "properties": {}})]
+    events = parse("Thought: look\nAction: list_files\n", tools=tools)
+    assert events[-2:] == [ToolCallStart(0, "list_files"), ToolCallEnd(0, "list_files", "{}")]
+    events = parse("Action: list_files\nFinal Answer: listed", tools=tools)
+    assert events == [ToolCallStart(0, "list_files"), ToolCallEnd(0, "list_files", "{}"), Text("listed")]
+
+
+def test_action_without_input_is_malformed_when_parameters_are_required() -> None:
+    events = parse("Action: get_weather")
+    assert isinstance(events[-1], Malformed) and events[-1].index == 0
+    assert parse("Action: get_weather", finish="length") == [Malformed("Action: get_weather",
+                                                                       "tool block truncated (finish_reason length)")]
+
+
+def test_streaming_is_incremental() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed("Hello there, ") == [Text("Hello there,")]
+    assert parser.feed("friend.\nAct") == [Text(" friend.")]
+    assert parser.feed("ion: get_weather\n") == [ToolCallStart(0, "get_weather")]
+    assert parser.feed('Action Input: {"ci') == [ToolCallArgs(0, '{"ci')]
+    assert parser.feed('ty": "Paris"}') == [ToolCallArgs(0, 'ty": "Paris"}'),
+                                            ToolCallEnd(0, "get_weather", '{"city":"Paris"}')]
+    assert parser.close() == []
+
+
+def test_holdback_is_bounded() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    # Trailing whitespace is held back (a marker line may follow), but at most MAX_HOLDBACK of it.
+    assert parser.feed("Hi\n" + " " * 200) == [Text("Hi\n" + " " * 136)]
+    assert parser.feed("x" + "\n" * 500) == [Text(" " * 64 + "x" + "\n" * (500 - 64))]
+    assert parser.feed("y") == [Text("\n" * 64 + "y")]
+    assert parser.feed("\n" + "Action Input" * 10) == [Text("\n" + "Action Input" * 10)]
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    ("<think>never closed", [Reasoning("never closed")]),
+    ("Action: get_weather\nAction Input: ```json\n```\nok",
+     [ToolCallStart(0, "get_weather"), Malformed, Text("ok")]),
+    ("Action: get_weather\nAction Input:\nFinal Answer: no", [ToolCallStart(0, "get_weather"), Malformed, Text("no")]),
+    ('Action: get_weather\nAction Input: ```json\n{"city": "Paris"\n```\nok',
+     [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"\n'), ToolCallEnd, Text("ok")]),
+    ('Action: get_weather\nAction Input: {"city": "Paris"}\nObservation', [ToolCallStart(0, "get_weather"),
+     ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd, Text("Observation")]),
+    ('Action:   "get_weather()"  \nAction Input: {"city": "Rome"}', [ToolCallStart(0, "get_weather"),
+     ToolCallArgs(0, '{"city": "Rome"}'), ToolCallEnd]),
+    ("Thought: a\n\n  Thought: b\nanswer:", [Reasoning("a\nb\nanswer:")]),
+    ("<think>x</think>Action: get_weather\nAction Input: Oslo", [Reasoning("x"), ToolCallStart(0, "get_weather"),
+     ToolCallEnd]),
+])
+def test_edge_cases(output: str, expected: list[Any]) -> None:
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output)
+    assert len(events) == len(expected), events
+    for got, want in zip(events, expected, strict=True):
+        assert got == want if not isinstance(want, type) else isinstance(got, want), (got, want)
+
+
+def test_observation_before_any_call_is_reasoning() -> None:
+    assert parse("Observation: the user is polite.\nFinal Answer: Hi!") == [
+        Reasoning("the user is polite."), Text("Hi!")]
+
+
+def test_long_arguments_are_linear() -> None:
+    body = json.dumps("x = 'a\\\\b' \"quoted\"\n" * 50_000)
+    text = f'Action: write_file\nAction Input: {{"path": "big.py", "content": {body}}}'
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+    parser = FORMAT.new_parser([ToolSpec("write_file")], 1)  # no schema: time the parser, not validation
+    started = time.perf_counter()
+    events = [ev for chunk in chunks for ev in parser.feed(chunk)] + parser.close()
+    elapsed = time.perf_counter() - started
+    assert "".join(e.fragment for e in events if isinstance(e, ToolCallArgs)) == text[text.index("{") :]
+    assert isinstance(events[-1], ToolCallEnd)
+    assert elapsed < 5.0, f"{len(text)} chars in 7-char chunks took {elapsed:.2f}s"
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def test_render_tools_lists_every_tool_the_rules_and_an_example() -> None:
+    prompt = FORMAT.render_tools(TOOLS, ToolChoice("auto"), parallel=False)
+    for tool in TOOLS:
+        assert tool.name in prompt
+    assert "city (string, required)" in prompt and "query (string, required)" in prompt
+    assert "Action Input:" in prompt and "Final Answer:" in prompt and "Observation" in prompt
+    assert 'Action: get_weather\nAction Input: {"city":"..."}' in prompt
+    named = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), parallel=True)
+    assert "`search_docs`" in named and "one Action / Action Input pair after another" in named
+
+
+def test_render_tools_example_is_parsed_as_a_call() -> None:
+    prompt = FORMAT.render_tools(TOOLS, ToolChoice("auto"), parallel=False)
+    example = prompt[prompt.index("Example") :].split("\n", 1)[1]
+    summary = summarize(parse(example))
+    assert summary["calls"] == [{"name": "get_weather", "arguments": {"city": "..."}}]
+
+
+@pytest.mark.parametrize("arguments", [
+    [{"city": "Paris"}],
+    [{"city": "Zürich\nAction: x", "unit": "celsius"}, {"query": "a \"b\" \\ c", "tags": ["x"], "limit": 2}],
+    [{"path": "p", "content": "```\n}\n{"}, {"city": "Rome"}, {"query": "q", "filters": {"lang": "en"}}],
+])
+def test_render_calls_round_trip(arguments: list[dict[str, Any]]) -> None:
+    names = {"city": "get_weather", "path": "write_file", "query": "search_docs"}
+    records = [ToolCallRecord(f"call_{i}", names[next(iter(a))], json.dumps(a, indent=2)) for i, a in
+               enumerate(arguments)]
+    rendered = FORMAT.render_calls(records)
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), rendered)
+    assert summarize(events)["calls"] == [{"name": r.name, "arguments": json.loads(r.arguments)} for r in records]
+    turn = FORMAT.render_turn("I will look it up.", records)
+    summary = summarize(assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), turn))
+    assert summary["reasoning"] == "I will look it up." and len(summary["calls"]) == len(records)
+
+
+def test_render_result_and_stop_sequences() -> None:
+    assert FORMAT.render_result("get_weather", "18 °C") == "Observation: 18 °C"
+    assert FORMAT.stop_sequences() == ("\nObservation:",)
+    assert FORMAT.name == "react"
