@@ -21,6 +21,7 @@ class RequestInfo:
     stream: bool = False
     counted: bool = False  # set for requests that go into the request metrics
     in_flight: str | None = None  # the ``stream`` label of the in-flight gauge we raised
+    stream_head: dict[str, Any] | None = None  # id, model, created of the first relayed native chunk
     upstream: str | None = None
     first_token: float | None = None
     prompt_tokens: int | None = None
@@ -50,6 +51,8 @@ class RequestInfo:
             return
         if not isinstance(chunk, dict):
             return
+        if self.stream_head is None:
+            self.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
         if chunk.get("usage"):
             self.note_usage(chunk["usage"])
         for choice in chunk.get("choices") or ():

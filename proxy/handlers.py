@@ -79,8 +79,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = modes.ChatJob(policy.body, chat.model, resolved, upstream, info, metrics, state.auto_emulate_until,
                         settings.dump_dir)
     if chat.stream:
-        seconds = resolved.rule.max_request_seconds
-        return await send_stream(request, modes.with_deadline(modes.stream(job), seconds, chat.model))
+        return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
     return web.json_response(await modes.complete_within(job), dumps=_dumps)
 
 

@@ -49,6 +49,7 @@ class ChatJob:
     metrics: Metrics
     auto_memory: dict[str, float]
     dump_dir: Path | None = None
+    factory: ChunkFactory | None = None  # the emulated stream's chunk factory, once it exists
 
     @property
     def stream(self) -> bool:
@@ -62,8 +63,26 @@ class ChatJob:
         plan = build_plan(self.raw, rule, get_format(format_name), self.resolved.upstream_model(self.requested_model))
         include_usage = bool((self.raw.get("stream_options") or {}).get("include_usage")) or not self.stream
         dump = self.dump_dir or (DEFAULT_DUMP_DIR if rule.dump_raw_output else None)
-        return Emulator(self.upstream, plan, rule, self.requested_model, self.info, self.metrics, include_usage,
-                        dump)
+        emulator = Emulator(self.upstream, plan, rule, self.requested_model, self.info, self.metrics,
+                            include_usage, dump)
+        self.factory = emulator.factory
+        return emulator
+
+    def finish_chunk(self, reason: str) -> dict[str, Any]:
+        """A finish chunk that belongs to the stream already sent (same id, model, created)."""
+        if self.factory is not None:
+            return self.factory.finish(reason)
+        head = self.info.stream_head or {}
+        factory = ChunkFactory(model=str(head.get("model") or self.requested_model))
+        if isinstance(head.get("id"), str):
+            factory.id = head["id"]
+        if isinstance(head.get("created"), int):
+            factory.created = head["created"]
+        return factory.finish(reason)
+
+    def note_deadline(self) -> None:
+        self.metrics.policy_actions.labels(self.info.model, "max_request_seconds").inc()
+        self.info.extra.setdefault("policies", []).append("max_request_seconds")
 
     def emulation_format(self) -> str | None:
         """The format to emulate with now, or ``None`` to go native."""
@@ -150,14 +169,14 @@ async def stream(job: ChatJob) -> AsyncIterator[bytes]:
     yield DONE_BYTES
 
 
-async def with_deadline(chunks: AsyncIterator[bytes], seconds: float | None, model: str) -> AsyncIterator[bytes]:
+async def with_deadline(job: ChatJob, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Bound a whole stream: before the first byte expiry is a 504; after it, a clean finish."""
+    seconds = job.resolved.rule.max_request_seconds
     if seconds is None:
         async for piece in chunks:
             yield piece
         return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
+    deadline = asyncio.get_running_loop().time() + seconds
     sent = False
     try:
         while True:
@@ -167,10 +186,11 @@ async def with_deadline(chunks: AsyncIterator[bytes], seconds: float | None, mod
             except StopAsyncIteration:
                 return
             except TimeoutError:
+                job.note_deadline()
                 if not sent:
                     raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") \
                         from None
-                yield encode_json(ChunkFactory(model=model).finish("length"))
+                yield encode_json(job.finish_chunk("length"))
                 yield DONE_BYTES
                 return
             sent = True
@@ -187,4 +207,5 @@ async def complete_within(job: ChatJob) -> dict[str, Any]:
         async with asyncio.timeout(seconds):
             return await complete(job)
     except TimeoutError:
+        job.note_deadline()
         raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") from None

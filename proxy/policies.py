@@ -6,7 +6,7 @@ and the log). Withdrawing the tools means ``tool_choice: "none"`` for this turn 
 instruction, so native and emulated modes both stop calling tools and the history stays valid.
 
 * consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
-* repeated identical calls ``max_repeated_calls`` (default 3)
+* repeated identical calls ``max_repeated_calls`` (default 3), since the last user message
 * consecutive tool errors  ``max_consecutive_tool_errors`` (default 3), ``tool_error_pattern``
 * tool budget              ``max_tools`` with ``tool_priority``, then recent use, then request order
 * tool output limits       ``max_tool_output_chars``, ``max_total_tool_output_chars``,
@@ -28,6 +28,7 @@ from .rules import ModelRule
 Message = dict[str, Any]
 
 CUT_MARKER = "\n[... toolshim removed {n} characters of this tool output ...]\n"
+SHORT_CUT_MARKER = "[...{n} cut...]"
 
 
 @dataclass(slots=True)
@@ -124,9 +125,18 @@ def _canonical(arguments: Any) -> str:
         return str(arguments)
 
 
+def _loop_start(messages: Sequence[Message]) -> int:
+    """Where the current agent loop began: just after the last user message."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return i + 1
+    return 0
+
+
 def repeated_call(messages: Sequence[Message], limit: int) -> str | None:
-    """The tool name when the last ``limit`` calls are the same tool with the same arguments."""
-    calls = _calls_in_order(messages)
+    """The tool name when the last ``limit`` calls of the current agent loop are the same tool with
+    the same arguments. A new user message starts a new loop: asking again is not spinning."""
+    calls = _calls_in_order(messages[_loop_start(messages):])
     if len(calls) < limit:
         return None
     last = calls[-limit:]
@@ -183,12 +193,20 @@ def _recently_used(messages: Sequence[Message]) -> list[str]:
     return order
 
 
+def _forced_name(body: dict[str, Any]) -> str | None:
+    """The tool a named ``tool_choice`` (or legacy ``function_call``) forces; ``None`` for any other value,
+    malformed ones included (the mode reports those; a policy must not turn them into a 500)."""
+    forced = body.get("tool_choice", body.get("function_call"))
+    target = forced.get("function", forced) if isinstance(forced, dict) else None
+    name = target.get("name") if isinstance(target, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def _limit_tools(body: dict[str, Any], rule: ModelRule) -> dict[str, Any]:
     """Keep ``max_tools``: a forced tool first, then priority list, recent use, request order."""
     key = "tools" if body.get("tools") else "functions"
     tools: list[dict[str, Any]] = list(body[key])
-    forced = body.get("tool_choice", body.get("function_call"))
-    forced_name = ((forced.get("function") or forced).get("name") if isinstance(forced, dict) else None)
+    forced_name = _forced_name(body)
     ranking = [n for n in (forced_name,) if n] + list(rule.tool_priority) + _recently_used(body.get("messages") or [])
     rank = {name: i for i, name in reversed(list(enumerate(ranking)))}
     ordered = sorted(enumerate(tools), key=lambda it: (rank.get(_tool_name(it[1]), len(ranking)), it[0]))
@@ -200,15 +218,22 @@ def _limit_tools(body: dict[str, Any], rule: ModelRule) -> dict[str, Any]:
 
 
 def shorten(text: str, limit: int) -> str:
-    """Keep the head and the tail of ``text`` within ``limit`` characters, marking what was cut."""
+    """Keep the head and the tail of ``text`` within ``limit`` characters, marking what was cut.
+
+    The result never exceeds ``limit`` (a fair share of a total can be tiny): the short marker
+    is used when the long one would take more room than the text it keeps, a bare head when
+    neither fits.
+    """
     if len(text) <= limit:
         return text
-    marker_room = len(CUT_MARKER.format(n=len(text)))
-    keep = max(limit - marker_room, 0)
-    head = keep * 2 // 3
-    tail = keep - head
-    cut = len(text) - head - tail
-    return text[:head] + CUT_MARKER.format(n=cut) + (text[len(text) - tail:] if tail else "")
+    for marker in (CUT_MARKER, SHORT_CUT_MARKER):
+        room = len(marker.format(n=len(text)))  # the real count has no more digits than this
+        keep = limit - room
+        if keep >= (room if marker is CUT_MARKER else 1):
+            head = keep * 2 // 3
+            tail = keep - head
+            return text[:head] + marker.format(n=len(text) - keep) + (text[len(text) - tail:] if tail else "")
+    return text[:max(limit, 0)]
 
 
 def _latest_results(messages: Sequence[Message]) -> list[int]:

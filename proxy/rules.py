@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -80,7 +80,7 @@ class ModelRule(_Strict):
     tool_priority: list[str] = Field(default_factory=list)
     max_tool_output_chars: int | None = Field(None, ge=200)
     max_total_tool_output_chars: int | None = Field(None, ge=200)
-    tool_output_limits: dict[str, int] = Field(default_factory=dict)
+    tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
     # observability

@@ -55,7 +55,9 @@ class LiteLLMUpstream:
         self._observer = observer
 
     async def start(self) -> None:
-        """Nothing to open: litellm manages its own clients (imported on the first request)."""
+        """Import litellm now, at app start-up: on the first request the seconds-long import would
+        block the event loop and stall every other request. litellm manages its own clients."""
+        _import_litellm()
 
     async def close(self) -> None:
         """Nothing to close: litellm owns its clients."""

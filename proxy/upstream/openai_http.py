@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +22,8 @@ from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
 from .base import Observer, UpstreamStream, outcome_of
 
+# A finish_reason with a string value: the answer is complete even if [DONE] never comes.
+_FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
                          "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
 
@@ -86,6 +89,9 @@ class OpenAIUpstream:
             raw = b""
         finally:
             resp.release()
+        key = self.config.api_key()
+        if key:  # some servers echo the key they rejected; it must not reach the client
+            raw = raw.replace(key.encode(), b"***")
         raise upstream_http_error(resp.status, raw)
 
     def _observe(self, started: float, error: BaseException | None) -> None:
@@ -128,22 +134,29 @@ class OpenAIUpstream:
         return UpstreamStream(self.name, self._payloads(resp), resp.close, self._observer, started)
 
     async def _payloads(self, resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
+        """Event payloads until [DONE]. A body that ends before [DONE] and before any
+        ``finish_reason`` was cut short (a crashed server): that is an error, not a clean end."""
         decoder = SSEDecoder()
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        finished = False
         try:
             async for raw in resp.content.iter_any():
                 for event in decoder.decode(utf8.decode(raw)):
                     if event.data == DONE:
                         return
+                    finished = finished or _FINISHED.search(event.data) is not None
                     yield event.data
             for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
                 if event.data == DONE:
                     return
+                finished = finished or _FINISHED.search(event.data) is not None
                 yield event.data
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _map_client_error(exc, self.name) from None
         finally:
             resp.release()
+        if not finished:
+            raise UpstreamUnavailable(f"upstream '{self.name}' ended the stream before the answer was finished")
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> aiohttp.ClientResponse:
         """Send another /v1 call as-is; the caller relays and releases the response."""

@@ -1,0 +1,160 @@
+"""Chat history for a model without native tools: calls and results rewritten as plain text.
+
+``render_history`` turns an OpenAI message list into one the upstream understands when it
+knows nothing about tools: an assistant's ``tool_calls`` (or legacy ``function_call``)
+become text in the format's own syntax after the message's text, and ``tool`` / legacy
+``function`` results become ``user`` messages holding the format's observations.
+``merge_system_prompt`` puts the format's tool instructions into the system message.
+
+Format-agnostic: everything syntax-specific comes from the ``ToolFormat``. Pure functions:
+the input list and its messages are never mutated; every output message is a new dict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .base import ToolCallRecord, ToolFormat
+
+Message = dict[str, Any]
+
+_RESULT_ROLES = ("tool", "function")
+_SYSTEM_ROLES = ("system", "developer")
+_UNKNOWN_TOOL = "tool"
+
+
+def content_text(content: Any) -> str:
+    """Text of a message ``content``: a string, ``None``, or a list of OpenAI content parts.
+
+    Text-like parts (``text``, ``refusal``, ``input_text``, ``output_text``) are joined in order,
+    one per line (as vLLM does); other parts (images, audio, files) become a ``[type]``
+    placeholder so a result never silently vanishes.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence):
+        return str(content)
+    pieces = []
+    for part in content:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, Mapping):
+            kind = str(part.get("type") or "text")
+            value = part.get("text", part.get(kind)) if kind != "refusal" else part.get("refusal")
+            pieces.append(value if isinstance(value, str) else f"[{kind}]")
+    return "\n".join(pieces)
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A call's arguments as the JSON string a client normally sends (some send objects)."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)
+
+
+def _call_records(message: Mapping[str, Any]) -> list[ToolCallRecord]:
+    """The calls an assistant message carries, from ``tool_calls`` or ``function_call``."""
+    records = []
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, Sequence) and not isinstance(calls, str) else ():
+        if not isinstance(call, Mapping):
+            continue
+        fn = call.get("function")
+        fn = fn if isinstance(fn, Mapping) else {}
+        records.append(ToolCallRecord(str(call.get("id") or ""), str(fn.get("name") or ""),
+                                      _arguments_text(fn.get("arguments"))))
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        records.append(ToolCallRecord("", str(legacy.get("name") or ""), _arguments_text(legacy.get("arguments"))))
+    return records
+
+
+def _join_text(text: str, block: str) -> str:
+    """``text`` then ``block`` on its own line; either may be empty."""
+    if not text or not block:
+        return text or block
+    return text + block if text.endswith("\n") else f"{text}\n{block}"
+
+
+def _assistant_message(message: Mapping[str, Any], fmt: ToolFormat, records: list[ToolCallRecord]) -> Message:
+    out = {k: v for k, v in message.items() if k not in ("tool_calls", "function_call")}
+    out["content"] = _join_text(content_text(message.get("content")), fmt.render_calls(records) if records else "")
+    return out
+
+
+def _result_name(message: Mapping[str, Any], names: Mapping[str, str], last_name: str) -> str:
+    """The tool a result belongs to: its call id's call, else its ``name``, else the last call."""
+    call_id = message.get("tool_call_id")
+    if isinstance(call_id, str) and call_id in names:
+        return names[call_id]
+    name = message.get("name")
+    return name if isinstance(name, str) and name else last_name
+
+
+def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with calls and results as text in ``fmt``'s syntax (no tool roles/keys left).
+
+    Consecutive results become one ``user`` message, in their original order.
+    """
+    out: list[Message] = []
+    names: dict[str, str] = {}  # tool_call_id -> tool name, from the assistant calls seen so far
+    last_name = _UNKNOWN_TOOL
+    results: list[str] = []  # rendered results waiting to be flushed as one user message
+    for message in messages:
+        if not isinstance(message, Mapping):
+            out.append(message)
+            continue
+        role = message.get("role")
+        if role in _RESULT_ROLES:
+            name = _result_name(message, names, last_name)
+            results.append(fmt.render_result(name, content_text(message.get("content"))))
+            continue
+        if results:
+            out.append({"role": "user", "content": "\n".join(results)})
+            results = []
+        records = _call_records(message) if role == "assistant" else []
+        if role == "assistant" and ("tool_calls" in message or "function_call" in message):
+            for record in records:
+                if record.id:
+                    names[record.id] = record.name
+                last_name = record.name or last_name
+            out.append(_assistant_message(message, fmt, records))
+        else:
+            copy = dict(message)
+            if role == "assistant" and copy.get("content") is None:
+                copy["content"] = ""  # chat templates choke on null content
+            out.append(copy)
+    if results:
+        out.append({"role": "user", "content": "\n".join(results)})
+    return out
+
+
+def _append_prompt(content: Any, prompt: str) -> Any:
+    """``content`` followed by a blank line and ``prompt``; content-part lists get a new part."""
+    if isinstance(content, list):
+        has_text = any(content_text([part]).strip() for part in content)
+        return [*content, {"type": "text", "text": f"\n\n{prompt}" if has_text else prompt}]
+    text = content_text(content)
+    return f"{text.rstrip()}\n\n{prompt}" if text.strip() else prompt
+
+
+def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    """Add the tool ``prompt`` after the first system/developer message's text, or as a new
+    system message at the start when there is none."""
+    out = [dict(m) if isinstance(m, Mapping) else m for m in messages]
+    if not prompt:
+        return out
+    for message in out:
+        if isinstance(message, dict) and message.get("role") in _SYSTEM_ROLES:
+            message["content"] = _append_prompt(message.get("content"), prompt)
+            return out
+    return [{"role": "system", "content": prompt}, *out]
