@@ -1,34 +1,642 @@
-"""PLACEHOLDER: the xml format is being written; this module will be replaced."""
+"""The ``xml`` tool-call format: ``<tool:NAME>`` blocks holding raw-text ``<param:NAME>`` values.
+
+Wire syntax (what the model writes; values are raw text, never escaped)::
+
+    Let me save it.
+    <tool:write_file>
+    <param:path>src/app.py</param:path>
+    <param:content>
+    def f(x):
+        return "a<b" and x
+    </param:content>
+    </tool:write_file>
+
+Only the exact ``</param:NAME>`` ends a value; one leading and one trailing newline are trimmed. A repeated
+param makes an array. Params the schema types stay text and ``finalize_call`` converts them (``"5"`` -> 5,
+JSON text -> object); untyped ones are read as JSON when they look like a number/boolean/object/array.
+
+Results render as ``<tool_result:NAME>`` blocks, a tag family the parser never takes for a call.
+``<tool_result`` is also the stop sequence: ``</tool:NAME>`` is name-specific, so no generic stop string could
+end a block without cutting its close; stopping where the model starts to imitate a result stops it after its
+last block instead. A ``<tool_result`` that reaches the parser anyway is treated as that stop (rest dropped).
+
+Parser states (``_State``, one ``_step_*`` method each) and transitions:
+
+* PROSE: text. ``<tool:`` -> TOOL_TAG; ``</tool:``/``<param:``/``</param:`` -> STRAY_TAG; ``<think>`` -> THINK;
+  ``</think>`` dropped; ``<tool_result`` -> DONE. Inside a ``` fence or an inline `code` span markers are text.
+* THINK: reasoning until ``</think>`` -> PROSE.
+* TOOL_TAG: the name up to ``>``. A bad tag -> Malformed, PROSE. After ``max_calls`` calls ->
+  SecondToolStarted, DONE. Else ToolCallStart (known tools only) -> BODY (``<tool:NAME/>`` ends at once).
+* STRAY_TAG: ``</tool:``, ``<param:``, ``</param:`` tags outside any block are dropped (an opening param tag
+  as Malformed) -> PROSE.
+* BODY: between params. ``<param:`` -> PARAM_TAG; ``</tool:`` -> END_TAG; ``<tool:`` closes the block
+  (repair ``unclosed_tool``) -> PROSE; other text is ignored (repair ``stray_text``).
+* PARAM_TAG: the param name up to ``>`` -> VALUE (``<param:NAME/>`` is an empty value -> BODY).
+* VALUE: raw text until the exact ``</param:NAME>`` -> BODY.
+* END_TAG: the closing tag's name up to ``>``; the call is finalized -> PROSE.
+* DONE: all input ignored.
+
+At ``close("stop")`` an open block whose params are all closed is completed (the server may have stopped
+before ``</tool:NAME>``); so is an unclosed last param when nothing in it looks like markup. With ``"length"``
+an open block is Malformed. Unknown tools get no ToolCallStart: the block becomes Malformed without an index.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
-from .base import Event, FinishReason, StreamParser, Text, ToolCallRecord, ToolChoice, ToolSpec
+from ._args import ToolIndex, finalize_call, parse_json_lenient
+from ._prompt import choice_instruction, describe_tools
+from .base import (
+    Event,
+    FinishReason,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    StreamParser,
+    Text,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+)
+
+_PROSE_MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
+_MARKER_TAIL = max(map(len, _PROSE_MARKERS))
+_CLOSE_THINK = "</think>"
+_BODY_TAGS = ("<param:", "</tool:", "<tool:")
+_MAX_NAME = 100  # longest tag name accepted; bounds what TOOL_TAG/PARAM_TAG/END_TAG hold back
+_NAME_RE = re.compile(rf"[^<>\r\n]{{0,{_MAX_NAME + 1}}}")
+_TRUNCATING = ("length", "content_filter")
+_JSONISH = frozenset("-0123456789tf[{")
+_TYPE_KEYS = frozenset(("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "properties", "items"))
+# finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
+_SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
 
-class _EchoParser:
+class _State(Enum):
+    """Parser states; each value names the method that handles it."""
+
+    PROSE = "_step_prose"
+    THINK = "_step_think"
+    TOOL_TAG = "_step_tool_tag"
+    STRAY_TAG = "_step_stray_tag"
+    BODY = "_step_body"
+    PARAM_TAG = "_step_param_tag"
+    VALUE = "_step_value"
+    END_TAG = "_step_end_tag"
+    DONE = ""
+
+
+class _Code(Enum):
+    """Where prose is relative to markdown code (markers only count outside code). Each value scans for what
+    ends plain prose there: a backtick run, a marker, or the newline that ends an inline span. Written as "one
+    char class, then the rest" because sre scans a leading class ~5x faster than an alternation."""
+
+    NONE = re.compile(r"[`<](?:(?<=`)`*|tool:|/tool:|param:|/param:|think>|/think>|tool_result)")
+    INLINE = re.compile(r"[`\n](?:(?<=`)`*)?")
+    FENCE = re.compile(r"`+")
+
+
+@dataclass(slots=True)
+class _Block:
+    """The tool block being read: its raw text (for Malformed), params so far and repairs."""
+
+    written: str
+    resolved: str | None
+    index: int | None
+    raw: list[str]
+    params: list[tuple[str, str]] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    param: str = ""
+    close_tag: str = ""
+    value: list[str] = field(default_factory=list)
+
+
+def _held_back(buf: str, start: int, markers: Sequence[str]) -> int:
+    """Length of the tail of ``buf[start:]`` that may begin a marker. Every marker starts with its only ``<``,
+    so only the tail from the last ``<`` can qualify: one ``rfind`` instead of a loop over suffixes."""
+    lt = buf.rfind("<", max(start, len(buf) - _MARKER_TAIL))
+    if lt == -1:
+        return 0
+    tail = buf[lt:]
+    return len(tail) if any(m.startswith(tail) and m != tail for m in markers) else 0
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and not any(c.isspace() or c in "/<>" for c in name)
+
+
+def _trim(value: str) -> str:
+    """Drop one leading and one trailing newline (CRLF only when the value did not open with a bare LF)."""
+    if value.startswith("\n"):
+        value = value[1:]
+        return value[:-1] if value.endswith("\n") else value
+    if value.startswith("\r\n"):
+        value = value[2:]
+    for nl in ("\r\n", "\n"):
+        if value.endswith(nl):
+            return value[: -len(nl)]
+    return value
+
+
+# ---- values -------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _untyped(raw: str, options: list[Any] | None = None) -> Any:
+    """A value the schema gives no type: JSON when it reads as a number/boolean/object/array (and is one of
+    ``options`` for an enum-only schema), else the text itself."""
+    text = raw.strip()
+    if text[:1] not in _JSONISH:
+        return raw
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return raw
+    if value is None or isinstance(value, str) or (options is not None and value not in options):
+        return raw
+    return value
+
+
+def _value(raw: str, schema: Any) -> Any:
+    """One param text as handed to ``finalize_call``: typed params stay text, which finalize_call converts
+    by the schema (``"5"`` -> 5, JSON text -> object/array, with json repairs); untyped ones are read here."""
+    if not isinstance(schema, Mapping) or _TYPE_KEYS.isdisjoint(schema):
+        return _untyped(raw)
+    enum = schema.get("enum")
+    if "type" not in schema and isinstance(enum, list):
+        return _untyped(raw, enum)
+    return raw
+
+
+def _arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Params by name; a name given more than once makes an array."""
+    props = schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    grouped: dict[str, list[str]] = {}
+    for name, value in params:
+        grouped.setdefault(name, []).append(value)
+    return {
+        name: [_value(v, props.get(name)) for v in values] if len(values) > 1 else _value(values[0], props.get(name))
+        for name, values in grouped.items()
+    }
+
+
+# ---- the parser ---------------------------------------------------------------------------
+
+
+class XmlParser:
+    """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
+        self._index = ToolIndex(tools)
+        self._specs = {t.name: t for t in tools}
+        self._max_calls = max_calls
+        self._calls = 0
+        self._buf = ""
+        self._pos = 0
+        self._state = _State.PROSE
+        self._code = _Code.NONE
+        self._scan = _Code.NONE.value  # the prose scanner for the current code state
+        self._inline = 0  # backtick run length that opened the inline code span
+        self._ticks = 0  # backticks of a run still in progress (its length decides the code toggle)
+        self._skip_nl = False  # swallow one newline after a closing tag
+        self._stray = ""  # the marker that opened a tag outside any block (STRAY_TAG)
+        self._tail = ""  # the end of the content so far when it is a marker prefix, e.g. "<"
+        self._resumed = False  # prose resumed after markup: check the junction with the content before it
+        self._block: _Block | None = None
+        self._out: list[Event] = []
+        self._run_kind: type[Text] | type[Reasoning] = Text  # adjacent text pieces become one event
+        self._run: list[str] = []
+        self._steps: dict[_State, Callable[[], bool]] = {st: getattr(self, st.value) for st in _State if st.value}
+
     def feed(self, text: str) -> list[Event]:
-        return [Text(text)] if text else []
+        if self._state is _State.DONE or not text:
+            return []
+        self._buf = self._buf[self._pos :] + text
+        self._pos = 0
+        while self._state is not _State.DONE and self._steps[self._state]():
+            pass
+        return self._drain()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
-        return []
+        state, rest = self._state, self._buf[self._pos :]
+        if state is _State.PROSE:
+            if not (self._skip_nl and rest == "\r"):
+                self._emit_text(rest)
+        elif state is _State.THINK:
+            self._emit_text(rest, Reasoning)
+        elif state is _State.TOOL_TAG:
+            self._emit(Malformed("<tool:" + rest, "unfinished tool tag"))
+        elif self._block is not None:
+            self._close_open_block(finish_reason in _TRUNCATING)
+        self._stop()
+        return self._drain()
+
+    # ---- helpers ----
+
+    def _drain(self) -> list[Event]:
+        self._flush_run()
+        out, self._out = self._out, []
+        return out
+
+    def _flush_run(self) -> None:
+        if self._run:
+            self._out.append(self._run_kind("".join(self._run)))
+            self._run = []
+
+    def _emit(self, event: Event) -> None:
+        self._flush_run()
+        self._out.append(event)
+
+    def _emit_text(self, text: str, kind: type[Text] | type[Reasoning] = Text) -> None:
+        """Queue visible text; pieces of one kind within a feed are joined into one event."""
+        if text:
+            if kind is Text:
+                tail = (self._tail + text[-_MARKER_TAIL:])[-_MARKER_TAIL:]
+                self._tail = tail[len(tail) - _held_back(tail, 0, _PROSE_MARKERS) :]
+            if kind is not self._run_kind:
+                self._flush_run()
+                self._run_kind = kind
+            self._run.append(text)
+
+    def _stop(self) -> None:
+        self._state, self._buf, self._pos, self._block = _State.DONE, "", 0, None
+
+    def _consume(self, end: int) -> str:
+        """Advance the cursor to ``end``; inside a block the text also goes to its raw copy."""
+        piece = self._buf[self._pos : end]
+        self._pos = end
+        if self._block is not None and piece:
+            self._block.raw.append(piece)
+        return piece
+
+    def _scan_name(self) -> tuple[str, bool] | None:
+        """Consume a tag name at the cursor: ``(name, closed_by_gt)``; None while it may still grow."""
+        buf, pos = self._buf, self._pos
+        match = _NAME_RE.match(buf, pos)
+        end = match.end() if match else pos
+        if end == len(buf) and end - pos <= _MAX_NAME:
+            return None
+        name = buf[pos:end]
+        closed = end < len(buf) and buf[end] == ">" and len(name) <= _MAX_NAME
+        self._consume(end + 1 if closed else end)
+        return name, closed
+
+    def _apply_ticks(self) -> None:
+        """A backtick run ended: 3+ toggles a fence, 1-2 open an inline span closed by the same run."""
+        run, self._ticks = self._ticks, 0
+        if self._code is _Code.NONE:
+            self._set_code(_Code.FENCE if run >= 3 else _Code.INLINE)
+            self._inline = run
+        elif run >= 3 if self._code is _Code.FENCE else run == self._inline:
+            self._set_code(_Code.NONE)
+
+    def _set_code(self, code: _Code) -> None:
+        self._code, self._scan = code, code.value
+
+    # ---- states outside blocks ----
+
+    def _step_prose(self) -> bool:
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            return False
+        if self._skip_nl:
+            return self._skip_newline()
+        if self._resumed:
+            joined = self._junction()
+            if joined is not None:
+                return joined
+        while True:  # backtick runs and inline-ending newlines only change the code state: stay in the loop
+            if self._ticks and pos < len(buf) and buf[pos] != "`":
+                self._apply_ticks()
+            match = self._scan.search(buf, pos)
+            if match is None or match.group()[0] == "<":
+                break
+            pos = match.end()
+            if match.group() == "\n":
+                self._set_code(_Code.NONE)
+            else:
+                self._ticks += match.end() - match.start()
+        if match is None:
+            keep = _held_back(buf, pos, _PROSE_MARKERS) if self._code is _Code.NONE else 0
+            self._emit_text(buf[self._pos : len(buf) - keep])
+            self._pos = len(buf) - keep
+            return False
+        token = match.group()
+        self._emit_text(buf[self._pos : match.start()])
+        self._pos, self._resumed = match.end(), True
+        if token == "<tool_result":
+            self._stop()
+        elif token == "<think>":
+            self._state = _State.THINK
+        elif token == "<tool:":
+            self._state = _State.TOOL_TAG
+        elif token != _CLOSE_THINK:
+            self._state, self._stray = _State.STRAY_TAG, token
+        return True
+
+    def _junction(self) -> bool | None:
+        """Prose resumes after markup: content ending in a marker prefix (``<``) must not join the next text
+        into a marker (``<`` + dropped tag + ``param:x>``); such a marker is dropped too. True: progress,
+        False: wait for more text, None: no marker forms here."""
+        head = self._tail + self._buf[self._pos : self._pos + _MARKER_TAIL]
+        for marker in _PROSE_MARKERS if self._tail else ():
+            if head.startswith(marker):
+                self._pos += len(marker) - len(self._tail)
+                if not marker.endswith(">"):
+                    self._state, self._stray = _State.STRAY_TAG, ""
+                return True
+            if marker.startswith(head):
+                return False
+        self._resumed = False
+        return None
+
+    def _skip_newline(self) -> bool:
+        head = self._buf[self._pos : self._pos + 2]
+        if head == "\r":
+            return False
+        self._skip_nl = False
+        if head.startswith("\n"):
+            self._pos += 1
+        elif head == "\r\n":
+            self._pos += 2
+        return True
+
+    def _step_think(self) -> bool:
+        buf, pos = self._buf, self._pos
+        end = buf.find(_CLOSE_THINK, pos)
+        if end == -1:
+            keep = _held_back(buf, pos, (_CLOSE_THINK,))
+            self._emit_text(buf[pos : len(buf) - keep], Reasoning)
+            self._pos = len(buf) - keep
+            return False
+        self._emit_text(buf[pos:end], Reasoning)
+        self._pos = end + len(_CLOSE_THINK)
+        self._state, self._skip_nl = _State.PROSE, True
+        return True
+
+    def _step_tool_tag(self) -> bool:
+        scanned = self._scan_name()
+        if scanned is None:
+            return False
+        raw, closed = scanned
+        name = raw.strip()
+        self_closing = closed and name.endswith("/")
+        if self_closing:
+            name = name[:-1].rstrip()
+        self._state = _State.PROSE
+        if not closed or not _valid_name(name):
+            self._emit(Malformed("<tool:" + raw + (">" if closed else ""), "malformed tool tag"))
+            return True
+        if self._calls >= self._max_calls:
+            self._emit(SecondToolStarted(self._calls))
+            self._stop()
+            return True
+        resolved, _ = self._index.resolve(name)
+        index = None
+        if resolved is not None:
+            index, self._calls = self._calls, self._calls + 1
+            self._emit(ToolCallStart(index, resolved))
+        self._block = _Block(name, resolved, index, [f"<tool:{raw}>"])
+        self._state = _State.BODY
+        if self_closing:
+            self._end_block()
+        return True
+
+    def _step_stray_tag(self) -> bool:
+        scanned = self._scan_name()
+        if scanned is None:
+            return False
+        self._state = _State.PROSE
+        if self._stray == "<param:":  # a call whose <tool:NAME> went missing: its values stay, its tags go
+            self._emit(Malformed(f"<param:{scanned[0]}" + ">" * scanned[1], "parameter tag outside a tool block"))
+        return True
+
+    # ---- states inside a block ----
+
+    def _step_body(self) -> bool:
+        assert self._block is not None
+        buf, pos = self._buf, self._pos
+        lt = buf.find("<", pos)
+        stray = self._consume(len(buf) if lt == -1 else lt)
+        if stray.strip():
+            self._block.repairs.append("stray_text")
+        if lt == -1:
+            return False
+        head = buf[lt : lt + 7]
+        if head.startswith("<tool:"):
+            self._block.repairs.append("unclosed_tool")
+            self._end_block()
+            self._skip_nl = False
+            return True
+        for tag, state in (("<param:", _State.PARAM_TAG), ("</tool:", _State.END_TAG)):
+            if head.startswith(tag):
+                self._consume(lt + len(tag))
+                self._state = state
+                return True
+        if len(head) < 7 and any(tag.startswith(head) for tag in _BODY_TAGS):
+            return False
+        self._consume(lt + 1)
+        self._block.repairs.append("stray_text")
+        return True
+
+    def _step_param_tag(self) -> bool:
+        assert self._block is not None
+        scanned = self._scan_name()
+        if scanned is None:
+            return False
+        raw, closed = scanned
+        name = raw.strip()
+        self._state = _State.BODY
+        if closed and name.endswith("/") and _valid_name(name[:-1].rstrip()):
+            self._block.params.append((name[:-1].rstrip(), ""))
+        elif not closed or not _valid_name(name):
+            self._block.repairs.append("stray_text")
+        else:
+            self._block.param, self._block.close_tag, self._block.value = name, f"</param:{name}>", []
+            self._state = _State.VALUE
+        return True
+
+    def _step_value(self) -> bool:
+        blk = self._block
+        assert blk is not None
+        buf, close = self._buf, blk.close_tag
+        end = buf.find(close, self._pos)
+        if end == -1:
+            safe = len(buf) - len(close) + 1  # a close tag can only start at or after this
+            if safe > self._pos:
+                blk.value.append(self._consume(safe))
+            return False
+        blk.value.append(self._consume(end))
+        self._consume(end + len(close))
+        blk.params.append((blk.param, _trim("".join(blk.value))))
+        blk.value = []
+        self._state = _State.BODY
+        return True
+
+    def _step_end_tag(self) -> bool:
+        assert self._block is not None
+        scanned = self._scan_name()
+        if scanned is None:
+            return False
+        raw, closed = scanned
+        if not closed or raw.strip() != self._block.written:
+            self._block.repairs.append("close_tag_mismatch")
+        self._end_block()
+        return True
+
+    def _end_block(self) -> None:
+        """Finalize the open block into ToolCallEnd or Malformed and go back to prose."""
+        blk = self._block
+        assert blk is not None
+        self._block, self._state, self._skip_nl = None, _State.PROSE, True
+        raw = "".join(blk.raw)
+        spec = self._specs.get(blk.resolved) if blk.resolved is not None else None
+        arguments = _arguments(blk.params, spec.parameters) if spec is not None else None
+        outcome = finalize_call(self._index, blk.written, arguments)
+        if outcome.ok and outcome.arguments is not None and blk.index is not None:
+            repairs = (r for r in dict.fromkeys((*blk.repairs, *outcome.repairs)) if r not in _SYNTAX_COERCIONS)
+            self._emit(ToolCallEnd(blk.index, outcome.name, outcome.arguments, tuple(repairs)))
+        else:
+            self._emit(Malformed(raw, outcome.error or "invalid arguments", index=blk.index))
+
+    def _close_open_block(self, truncated: bool) -> None:
+        """End of output inside a block: complete it when unambiguous, else Malformed."""
+        blk = self._block
+        assert blk is not None
+        state, rest = self._state, self._consume(len(self._buf))
+        reason = None
+        if truncated:
+            reason = "truncated: tool block not finished"
+        elif state is _State.PARAM_TAG or (state is _State.BODY and rest.startswith("<p")):
+            reason = "unfinished parameter tag"
+        elif state is _State.VALUE:
+            value = self._unclosed_value("".join(blk.value) + rest)
+            if value is None:
+                reason = "unclosed parameter"
+            else:
+                blk.params.append((blk.param, value))
+                blk.repairs.append("unclosed_param")
+        if reason is not None:
+            self._emit(Malformed("".join(blk.raw), reason, index=blk.index))
+            self._block = None
+            return
+        if state is not _State.END_TAG or rest.strip() != blk.written:
+            blk.repairs.append("unclosed_tool")
+        self._end_block()
+
+    def _unclosed_value(self, value: str) -> str | None:
+        """The last param's value when its close tag is missing, or None when where it ends is unclear."""
+        assert self._block is not None
+        body, block_close = value.rstrip(), f"</tool:{self._block.written}>"
+        if body.endswith(block_close):
+            value = body[: -len(block_close)]
+        else:
+            close = self._block.close_tag
+            for size in range(len(close) - 1, 1, -1):
+                if value.endswith(close[:size]):
+                    value = value[:-size]
+                    break
+        if "<param:" in value or "</tool:" in value:
+            return None
+        return _trim(value)
+
+
+# ---- rendering ----------------------------------------------------------------------------
+
+_SYNTAX = """\
+To call a tool, write a tool block:
+<tool:TOOL_NAME>
+<param:PARAM_NAME>value</param:PARAM_NAME>
+</tool:TOOL_NAME>
+Rules:
+- One <param:...> element per parameter; leave out optional parameters you do not need.
+- Write tool blocks as plain text, never inside a ``` code fence.
+- Values are raw text: write code, quotes, backslashes and < > exactly as they are, never escaped. Only the \
+exact closing tag </param:PARAM_NAME> ends a value. Put a multi-line value on its own lines between the tags.
+- Write numbers, true/false, objects and arrays as JSON (5, true, {"key": "value"}, ["a", "b"]); for an array \
+you may instead repeat the parameter once per item.
+- After your last tool block, stop. Each result comes back to you as \
+<tool_result:TOOL_NAME>...</tool_result:TOOL_NAME>; never write a tool_result yourself."""
+
+EXAMPLE = """\
+<tool:save_note>
+<param:title>Groceries</param:title>
+<param:body>
+Buy "oat milk" & eggs
+if price < 3: buy 2 \\ maybe
+</param:body>
+<param:priority>2</param:priority>
+<param:tags>home</param:tags>
+<param:tags>weekly</param:tags>
+</tool:save_note>"""
+
+
+def _param_texts(value: Any) -> list[str]:
+    """The text of each ``<param:...>`` occurrence for one argument (several for a repeated-param array)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and len(value) > 1 and all(isinstance(v, str | int | float) for v in value):
+        return [v if isinstance(v, str) else json.dumps(v) for v in value]
+    return [json.dumps(value, ensure_ascii=False)]
+
+
+def _render_param(name: str, text: str) -> str:
+    if "\n" in text:
+        return f"<param:{name}>\n{text}\n</param:{name}>"
+    return f"<param:{name}>{text}</param:{name}>"
+
+
+def _call_arguments(raw: str) -> Mapping[str, Any]:
+    """The client's JSON arguments as a dict; unparseable or non-object arguments render as no params."""
+    parsed = parse_json_lenient(raw)
+    return parsed[0] if parsed is not None and isinstance(parsed[0], dict) else {}
+
+
+def render_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """One call in the parser's syntax: one param per line, arrays as repeated params, non-strings as JSON."""
+    lines = [f"<tool:{name}>"]
+    for key, value in arguments.items():
+        lines.extend(_render_param(key, text) for text in _param_texts(value))
+    lines.append(f"</tool:{name}>")
+    return "\n".join(lines)
 
 
 class XmlFormat:
+    """``<tool:NAME><param:NAME>raw value</param:NAME></tool:NAME>`` tool calls."""
+
     name = "xml"
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        return ""
+        return "\n\n".join(
+            (
+                "# Tools\n\nYou can call these tools:",
+                describe_tools(tools),
+                "# How to call a tool\n\n" + _SYNTAX,
+                "Example (a made-up tool `save_note`, only to show the syntax):\n" + EXAMPLE,
+                choice_instruction(tool_choice, parallel),
+            )
+        )
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
-        return ""
+        return "\n".join(render_call(c.name, _call_arguments(c.arguments)) for c in calls)
 
     def render_result(self, name: str, content: str) -> str:
-        return content
+        return f"<tool_result:{name}>\n{content}\n</tool_result:{name}>"
 
     def stop_sequences(self) -> tuple[str, ...]:
-        return ()
+        return ("<tool_result",)
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return _EchoParser()
+        return XmlParser(tools, max_calls)

@@ -1,0 +1,319 @@
+"""Tests for the xml format: golden cases in every chunking, split properties, events, rendering round trips."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.formats import get_format
+from proxy.formats.base import (
+    Event,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+)
+from proxy.formats.xml import EXAMPLE, XmlFormat
+from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats.tools import TOOLS
+
+FORMAT = XmlFormat()
+GOLDEN = sorted((Path(__file__).parent / "golden" / "xml").glob("*.json"))
+CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
+CODE_CASES = {"marker_in_code_fence", "marker_in_inline_code", "partial_marker_at_end"}
+SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "body": {"type": "string"}, "priority": {"type": "integer"},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["title", "body"],
+})
+
+
+def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
+    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
+
+
+def only(events: list[Event], kind: type) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+# ---- golden cases ------------------------------------------------------------------------
+
+
+def test_golden_set_is_complete() -> None:
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str) -> None:
+    case = CASES[name]
+    events = assert_same_in_all_chunkings(
+        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
+    )
+    assert summarize(events) == case["expect"], case["description"]
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - CODE_CASES))
+def test_golden_never_leaks_markup(name: str) -> None:
+    case = CASES[name]
+    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
+    visible = "".join(e.text for e in events if isinstance(e, Text))
+    assert not any(marker in visible for marker in (*MARKERS, "<param:", "</param:")), visible
+    assert not only(events, ToolCallArgs)
+
+
+@pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
+                                  "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
+                                  "repairable_json", "crlf", "unclosed_last_param", "imitated_result"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
+    case = CASES[name]
+    text, max_calls = case["output"], case.get("max_calls", 1)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
+    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
+    assert merge(split) == merge(whole)
+
+
+_SOUP = ["<tool:", "get_weather", "search_docs", ">", "</tool:", "<param:", "</param:", "city", "tags", "limit",
+         "<think>", "</think>", "<tool_result", "`", "```", "\n", "\r", " ", "/", "<", "Paris", "5", "{", "'"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_SOUP), max_size=60).map("".join), st.sampled_from(["stop", "length"]))
+def test_marker_soup_never_raises_and_never_leaks(text: str, finish: str) -> None:
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
+    content = "".join(e.text for e in events if isinstance(e, Text))
+    if "`" not in text:  # code spans legitimately keep markers as text
+        assert not any(marker in content for marker in MARKERS), content
+    assert not only(events, ToolCallArgs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300))
+def test_never_raises_on_arbitrary_text(text: str) -> None:
+    assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), text)
+
+
+# ---- events and streaming ------------------------------------------------------------------
+
+
+def test_streaming_is_incremental() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed("Hello <b> there <to") == [Text("Hello <b> there ")]
+    assert parser.feed("ol:get_wea") == []
+    assert parser.feed("ther>\n<param:city>Par") == [ToolCallStart(0, "get_weather")]
+    assert parser.feed("is</param:city>\n</tool:get_weather>\nBye") == [
+        ToolCallEnd(0, "get_weather", '{"city":"Paris"}'), Text("Bye")]
+    assert parser.close() == []
+
+
+def test_cut_is_reported_at_the_opening_tag_and_nothing_follows() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    first = parser.feed("<tool:get_weather><param:city>Paris</param:city></tool:get_weather>\n<tool:search_do")
+    assert first == [ToolCallStart(0, "get_weather"), ToolCallEnd(0, "get_weather", '{"city":"Paris"}')]
+    assert parser.feed("cs>") == [SecondToolStarted(1)]
+    assert parser.feed("<param:query>x</param:query></tool:search_docs>") == []
+    assert parser.close() == []
+
+
+def test_repairs_are_reported() -> None:
+    events = parse("<tool:search_docs>\nq: <param:query>x</param:query>"
+                   "<param:filters>{lang: 'en',}</param:filters>\n</tool:search_doc>")
+    end = only(events, ToolCallEnd)[0]
+    assert end.arguments == '{"query":"x","filters":{"lang":"en"}}'
+    assert {"stray_text", "close_tag_mismatch", "trailing_commas"} <= set(end.repairs)
+    assert only(parse(CASES["stop_sequence_cut"]["output"]), ToolCallEnd)[0].repairs == ("unclosed_tool",)
+    assert set(only(parse(CASES["unclosed_last_param"]["output"]), ToolCallEnd)[0].repairs) == {
+        "unclosed_param", "unclosed_tool"}
+    assert "name_case" in only(parse(CASES["near_miss_name"]["output"]), ToolCallEnd)[0].repairs
+    assert only(parse(CASES["nested_object"]["output"]), ToolCallEnd)[0].repairs == ()
+
+
+def test_malformed_blocks_carry_the_raw_block_and_index() -> None:
+    output = CASES["length_mid_block"]["output"]
+    events = parse(output, finish="length")
+    assert events[1] == ToolCallStart(0, "get_weather")
+    bad = only(events, Malformed)[0]
+    assert bad.index == 0 and bad.raw == output[output.index("<tool:") :] and "truncated" in bad.reason
+    unknown = only(parse(CASES["unknown_tool"]["output"]), Malformed)[0]
+    assert unknown.index is None and "get_stock" in unknown.reason and unknown.raw.endswith("</tool:get_stock>")
+    assert not only(parse(CASES["unknown_tool"]["output"]), ToolCallStart)
+
+
+def test_unknown_tool_does_not_use_up_a_call() -> None:
+    events = parse("<tool:nope></tool:nope><tool:get_weather><param:city>Oslo</param:city></tool:get_weather>")
+    assert only(events, ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"Oslo"}')]
+
+
+def test_self_closing_and_empty_tags() -> None:
+    tools = [*TOOLS, ToolSpec("list_files", "List files.", {"type": "object", "properties": {"dir": {}}})]
+    assert only(parse("<tool:list_files/>", tools=tools), ToolCallEnd) == [ToolCallEnd(0, "list_files", "{}")]
+    events = parse("<tool:list_files><param:dir/></tool:list_files>", tools=tools)
+    assert only(events, ToolCallEnd) == [ToolCallEnd(0, "list_files", '{"dir":""}')]
+
+
+def test_untyped_params_read_json_scalars_and_containers() -> None:
+    tools = [ToolSpec("anything", "", {"type": "object", "properties": {}})]
+    text = ("<tool:anything><param:n>42</param:n><param:b>true</param:b><param:o>{\"k\": [1]}</param:o>"
+            "<param:s>hello</param:s><param:z>null</param:z><param:q>\"x\"</param:q></tool:anything>")
+    end = only(parse(text, tools=tools), ToolCallEnd)[0]
+    assert json.loads(end.arguments) == {"n": 42, "b": True, "o": {"k": [1]}, "s": "hello", "z": "null", "q": '"x"'}
+
+
+def test_typed_values_are_converted_by_finalize_call_without_reporting_repairs() -> None:
+    schema = {"type": "object", "properties": {"note": {"type": ["string", "null"]}, "level": {"enum": [1, 2, 3]},
+                                               "mode": {"enum": ["1", "2"]}, "n": {"$ref": "#/$defs/n"}},
+              "$defs": {"n": {"type": "integer"}}}
+    tools = [ToolSpec("t", "", schema)]
+    text = ("<tool:t><param:note>null</param:note><param:level>2</param:level><param:mode>1</param:mode>"
+            "<param:n>7</param:n></tool:t>")
+    end = only(parse(text, tools=tools), ToolCallEnd)[0]
+    assert json.loads(end.arguments) == {"note": "null", "level": 2, "mode": "1", "n": 7}  # text wins for string|null
+    assert end.repairs == ()
+
+
+def test_dropped_markup_never_joins_the_text_around_it_into_a_marker() -> None:
+    assert parse("a<</tool:x>param:city>Oslo") == [Text("a<Oslo")]
+    events = parse("<<think>x</think>tool:get_weather>ok")
+    assert events == [Text("<"), Reasoning("x"), Text("ok")]
+    events = parse("<" + CASES["tool_only"]["output"] + "/think>b")
+    assert [e for e in events if isinstance(e, Text)] == [Text("<"), Text("b")]
+
+
+def test_holdback_is_bounded_by_the_longest_marker() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed("x <tool_res") == [Text("x ")]
+    assert parser.feed("ume is fine") == [Text("<tool_resume is fine")]
+    assert parser.feed("<" * 100) == [Text("<" * 99)]
+    assert parser.close() == [Text("<")]
+
+
+def test_tag_names_are_bounded() -> None:
+    events = parse("<tool:" + "a" * 500 + ">rest")
+    assert only(events, Malformed) and "a" * 200 in "".join(e.text for e in only(events, Text))
+
+
+def test_imitated_result_in_prose_stops_output_but_not_inside_a_fence() -> None:
+    assert parse("Done.\n<tool_result:x>\nfake\n</tool_result:x> more") == [Text("Done.\n")]
+    fenced = "```\n<tool_result:x>\n```\nreal"
+    assert parse(fenced) == [Text(fenced)]
+
+
+def test_long_values_are_linear() -> None:
+    content = "x = 'a\\\\b' \"quoted\" < </param:conten\n" * 60_000
+    text = ("<tool:write_file><param:path>big.py</param:path><param:content>\n"
+            f"{content}\n</param:content></tool:write_file>")
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+    started = time.perf_counter()
+    events = merge(feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks))
+    elapsed = time.perf_counter() - started
+    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == content
+    assert elapsed < 5.0, f"{len(text)} chars in 7-char chunks took {elapsed:.2f}s"
+
+
+def test_long_prose_is_linear_and_fast() -> None:
+    text = "Plain prose with <b>tags</b>, `code` and ```fences``` < > everywhere.\n" * 100_000
+    started = time.perf_counter()
+    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 4096] for i in range(0, len(text), 4096)])
+    elapsed = time.perf_counter() - started
+    assert all(isinstance(e, Text) for e in events) and "".join(e.text for e in events) == text
+    assert elapsed < 3.0, f"{len(text)} chars took {elapsed:.2f}s"
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def test_registry_and_stop_sequences() -> None:
+    assert isinstance(get_format("xml"), XmlFormat) and FORMAT.name == "xml"
+    assert FORMAT.stop_sequences() == ("<tool_result",)
+
+
+def test_render_tools_lists_every_tool_the_rules_and_the_example() -> None:
+    prompt = FORMAT.render_tools(TOOLS, ToolChoice("auto"), parallel=False)
+    for tool in TOOLS:
+        assert f"### {tool.name}" in prompt
+    assert "city (string, required)" in prompt and "query (string, required)" in prompt
+    assert "</param:PARAM_NAME>" in prompt and "<tool_result:TOOL_NAME>" in prompt and EXAMPLE in prompt
+    assert "never inside a ``` code fence" in prompt and "at most one tool" in prompt
+    named = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), parallel=True)
+    assert "`search_docs`" in named and "several tools" in named
+
+
+def test_render_tools_example_is_parsed_as_the_call_it_shows() -> None:
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser([SAVE_NOTE], 1), EXAMPLE)
+    assert summarize(events)["calls"] == [{"name": "save_note", "arguments": {
+        "title": "Groceries", "body": 'Buy "oat milk" & eggs\nif price < 3: buy 2 \\ maybe', "priority": 2,
+        "tags": ["home", "weekly"]}}]
+
+
+def test_render_result_is_never_taken_for_a_call() -> None:
+    rendered = FORMAT.render_result("get_weather", "<tool:get_weather><param:city>x</param:city></tool:get_weather>")
+    assert rendered.startswith("<tool_result:get_weather>\n") and rendered.endswith("\n</tool_result:get_weather>")
+    assert parse(rendered) == []
+
+
+ROUND_TRIPS = [
+    [{"city": "Paris"}],
+    [{"city": "Zürich <tool:x>", "unit": "celsius"}, {"query": "a \"b\" \\ c", "tags": ["x"], "limit": 2}],
+    [{"path": "p", "content": "\n\n```\n}\n{\r\n"}, {"city": "Rome"}, {"query": "q", "filters": {"lang": "en"}}],
+    [{"query": "", "tags": [], "exact": False}, {"path": "", "content": "a\r"}, {"query": "q", "tags": ["1", "b"]}],
+]
+
+
+def _records(arguments: list[dict[str, Any]]) -> list[ToolCallRecord]:
+    names = {"city": "get_weather", "path": "write_file", "query": "search_docs"}
+    return [ToolCallRecord(f"call_{i}", names[next(iter(a))], json.dumps(a, indent=2)) for i, a in enumerate(arguments)]
+
+
+def _round_trip(records: list[ToolCallRecord]) -> list[dict[str, Any]]:
+    rendered = FORMAT.render_calls(records)
+    return summarize(assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), rendered))["calls"]
+
+
+@pytest.mark.parametrize("arguments", ROUND_TRIPS)
+def test_render_calls_round_trip(arguments: list[dict[str, Any]]) -> None:
+    records = _records(arguments)
+    assert _round_trip(records) == [{"name": r.name, "arguments": json.loads(r.arguments)} for r in records]
+
+
+def test_render_calls_shape() -> None:
+    records = _records([{"query": "q", "tags": ["a", "b"], "limit": 3, "filters": {"lang": "en"}}])
+    assert FORMAT.render_calls(records) == (
+        "<tool:search_docs>\n<param:query>q</param:query>\n<param:tags>a</param:tags>\n<param:tags>b</param:tags>\n"
+        '<param:limit>3</param:limit>\n<param:filters>{"lang": "en"}</param:filters>\n</tool:search_docs>')
+    assert FORMAT.render_calls([ToolCallRecord("c", "get_weather", "not json")]) == (
+        "<tool:get_weather>\n</tool:get_weather>")
+
+
+_VALUE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).filter(
+    lambda s: "</param:" not in s)
+
+
+@settings(max_examples=150, deadline=None)
+@given(path=_VALUE, content=_VALUE, query=_VALUE, limit=st.integers(1, 10**6),
+       tags=st.lists(_VALUE, max_size=4), exact=st.booleans(),
+       since=st.floats(allow_nan=False, allow_infinity=False, width=32))
+def test_render_calls_round_trip_property(path: str, content: str, query: str, limit: int, tags: list[str],
+                                          exact: bool, since: float) -> None:
+    arguments = [{"path": path, "content": content},
+                 {"query": query, "limit": limit, "tags": tags, "exact": exact, "filters": {"since": since}}]
+    records = _records(arguments)
+    rendered = FORMAT.render_calls(records)
+    assert summarize(parse(rendered, max_calls=2))["calls"] == [
+        {"name": r.name, "arguments": a} for r, a in zip(records, arguments, strict=True)]
