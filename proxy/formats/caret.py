@@ -69,13 +69,15 @@ from .base import (
 )
 
 _THINK_OPEN, _THINK_CLOSE, _BODY_CLOSE = "<think>", "</think>", "\n^^^"
-_OPENER = re.compile(r"\^\^\^[ \t]*([\w.\-]*)[ \t]*\r?")
-_OPENER_PREFIX = re.compile(r"\^{0,2}|\^\^\^[ \t]*[\w.\-]*[ \t]*\r?")
+# ``^^^name``; a caret too many right before the name (``^^^^name``) is still an opener
+_OPENER = re.compile(r"(?:\^{3}|\^{4,}(?=\w))[ \t]*([\w.\-]*)[ \t]*\r?")
+_OPENER_PREFIX = re.compile(r"\^*|(?:\^{3}|\^{4,}(?=\w))[ \t]*[\w.\-]*[ \t]*\r?")
 _FENCE = re.compile(r"[ \t]{0,16}```")
 _FENCE_PREFIX = re.compile(r"[ \t]{0,16}`{0,2}")
 # Stops only where a line start needs a decision: a newline before `^`, a backtick, or the end.
 _SCAN = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)|<think>")
 _SCAN_FENCED = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)")
+_CARETS = re.compile(r"\^+[ \t]*")
 _KEY = re.compile(r"[A-Za-z_][\w.\-]*")
 _KEY_LINE = re.compile(r"([ \t]*)([A-Za-z_][\w.\-]*)[ \t]*:[ \t]*(.*)")
 _ITEM_LINE = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
@@ -98,6 +100,7 @@ class _Line(Enum):
     TEXT = auto()
     FENCE = auto()
     OPENER = auto()
+    STRAY = auto()  # starts with ``^^^`` but is no opener: the carets are markup, the rest is text
 
 
 def _line_kind(line: str, complete: bool, fenced: bool) -> tuple[_Line, str]:
@@ -106,12 +109,15 @@ def _line_kind(line: str, complete: bool, fenced: bool) -> tuple[_Line, str]:
         return _Line.FENCE, ""
     if not complete and _FENCE_PREFIX.fullmatch(line):
         return _Line.WAIT, ""
-    if fenced or not line.startswith("^") or len(line) > MAX_HOLDBACK:
+    if fenced or not line.startswith("^"):
         return _Line.TEXT, ""
+    stray = (_Line.STRAY, "") if line.startswith("^^^") else (_Line.TEXT, "")
+    if len(line) > MAX_HOLDBACK:
+        return stray
     if complete:
         m = _OPENER.fullmatch(line)
-        return (_Line.OPENER, m.group(1)) if m else (_Line.TEXT, "")
-    return (_Line.WAIT, "") if _OPENER_PREFIX.fullmatch(line) else (_Line.TEXT, "")
+        return (_Line.OPENER, m.group(1)) if m else stray
+    return (_Line.WAIT, "") if _OPENER_PREFIX.fullmatch(line) else stray
 
 
 # ---- header values ------------------------------------------------------------------------
@@ -401,6 +407,9 @@ class CaretParser:
                 self._bol = False
                 if kind is _Line.FENCE:
                     self._fenced = not self._fenced
+                elif kind is _Line.STRAY:
+                    _emit(events, Text, data[start:pos])
+                    pos = start = _CARETS.match(data, pos).end()  # type: ignore[union-attr]
             m = (_SCAN_FENCED if self._fenced else _SCAN).search(data, pos)
             if m is None:
                 end = self._hold(data, pos, () if self._fenced else (_THINK_OPEN,))

@@ -37,22 +37,36 @@ def feed_chunks(factory: ParserFactory, chunks: Iterable[str], finish: FinishRea
 
 
 def merge(events: Sequence[Event]) -> list[Event]:
-    """Coalesce adjacent Text, Reasoning and same-index ToolCallArgs events; drop empty ones."""
+    """Coalesce adjacent Text, Reasoning and same-index ToolCallArgs events; drop empty ones.
+
+    Linear: runs of pieces are gathered in lists and joined once.
+    """
     out: list[Event] = []
+    run: list[str] = []
+    run_key: tuple[type, int] | None = None
+
+    def flush() -> None:
+        nonlocal run, run_key
+        if run_key is not None:
+            kind, index = run_key
+            text = "".join(run)
+            out.append(ToolCallArgs(index, text) if kind is ToolCallArgs else kind(text))
+        run, run_key = [], None
+
     for ev in events:
-        if isinstance(ev, Text | Reasoning) and not ev.text:
-            continue
-        if isinstance(ev, ToolCallArgs) and not ev.fragment:
-            continue
-        prev = out[-1] if out else None
-        if isinstance(ev, Text) and isinstance(prev, Text):
-            out[-1] = Text(prev.text + ev.text)
-        elif isinstance(ev, Reasoning) and isinstance(prev, Reasoning):
-            out[-1] = Reasoning(prev.text + ev.text)
-        elif isinstance(ev, ToolCallArgs) and isinstance(prev, ToolCallArgs) and prev.index == ev.index:
-            out[-1] = ToolCallArgs(ev.index, prev.fragment + ev.fragment)
+        if isinstance(ev, Text | Reasoning | ToolCallArgs):
+            piece = ev.fragment if isinstance(ev, ToolCallArgs) else ev.text
+            if not piece:
+                continue
+            key = (type(ev), ev.index if isinstance(ev, ToolCallArgs) else -1)
+            if key != run_key:
+                flush()
+                run_key = key
+            run.append(piece)
         else:
+            flush()
             out.append(ev)
+    flush()
     return out
 
 

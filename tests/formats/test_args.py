@@ -1,0 +1,523 @@
+"""Tests for proxy.formats._args: JSON repair, name resolution, coercion, validation, robustness."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import random
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
+from proxy.formats.base import ToolSpec
+from tests.formats.tools import TOOLS
+
+
+@pytest.fixture()
+def index() -> ToolIndex:
+    return ToolIndex(TOOLS)
+
+
+def tool(name: str, parameters: Any = None) -> ToolSpec:
+    return ToolSpec(name=name, parameters=parameters if parameters is not None else {"type": "object"})
+
+
+# ---- parse_json_lenient: one case per repair ----------------------------------------------------
+
+REPAIR_CASES = [
+    ('{"a": 1}', {"a": 1}, ()),
+    ('  {"a": [1, 2.5, "x", null, true]}\n', {"a": [1, 2.5, "x", None, True]}, ()),
+    ('```json\n{"a": 1}\n```', {"a": 1}, ("code_fence",)),
+    ('```\n{"a": 1}\n```', {"a": 1}, ("code_fence",)),
+    ('```json\n{"a": 1}', {"a": 1}, ("code_fence",)),
+    ('Here you go:\n```json\n{"a": 1}\n```\nDone.', {"a": 1}, ("code_fence", "leading_text", "trailing_text")),
+    ('Sure! The arguments are {"a": 1}', {"a": 1}, ("leading_text",)),
+    ('{"a": 1}\nI hope this helps.', {"a": 1}, ("trailing_text",)),
+    ('{"a": 1}}', {"a": 1}, ("trailing_text",)),
+    ("{'a': 'b'}", {"a": "b"}, ("single_quotes",)),
+    ("{'a': 'say \"hi\", it\\'s'}", {"a": 'say "hi", it\'s'}, ("single_quotes",)),
+    ('{"a": True, "b": False, "c": None}', {"a": True, "b": False, "c": None}, ("python_literals",)),
+    ('{"a": [1, 2,],}', {"a": [1, 2]}, ("trailing_commas",)),
+    ("{a: 1, b_2: 'x', $c: 3}", {"a": 1, "b_2": "x", "$c": 3}, ("unquoted_keys", "single_quotes")),
+    ('{"a": "line1\nline2\ttab"}', {"a": "line1\nline2\ttab"}, ("control_chars",)),
+    ('{"a": "it\\\'s"}', {"a": "it's"}, ("invalid_escapes",)),
+    ('{"path": "C:\\Users\\me"}', {"path": "C:\\Users\\me"}, ("invalid_escapes",)),
+    ('{"a": 1, // note\n "b": /* block */ 2}', {"a": 1, "b": 2}, ("comments",)),
+    ('{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}, ("unclosed_brackets",)),
+    ('{"a": 1,', {"a": 1}, ("trailing_commas", "unclosed_brackets")),
+    ('{"a": 0x1F, "b": +1, "c": .5}', {"a": 31, "b": 1, "c": 0.5}, ("json5",)),
+    ('```json\n{"a": 0x10}\n```', {"a": 16}, ("code_fence", "json5")),
+    ("True", True, ("python_literals",)),
+    ("[1, 2,]", [1, 2], ("trailing_commas",)),
+    ('"plain"', "plain", ()),
+]
+
+
+@pytest.mark.parametrize(("raw", "value", "repairs"), REPAIR_CASES)
+def test_parse_json_lenient_repairs(raw: str, value: Any, repairs: tuple[str, ...]) -> None:
+    assert parse_json_lenient(raw) == (value, repairs)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "   ", "hello world", "{", '{"a": ', '{"a" 1}', '{"a": "unterminated', "{'a': 'b", '{"a": NaN}',
+     '{"a": Infinity}', '{"a": -Infinity}', "{a b: 1}", "[" * 5000 + "]" * 5000, "/*", "{1 2 3}", "<tool_call>"],
+)
+def test_parse_json_lenient_hopeless(raw: str) -> None:
+    assert parse_json_lenient(raw) is None
+
+
+def test_parse_json_lenient_rejects_non_strings() -> None:
+    assert parse_json_lenient(None) is None  # type: ignore[arg-type]
+    assert parse_json_lenient(b'{"a": 1}') is None  # type: ignore[arg-type]
+
+
+def test_value_with_fence_inside_string_is_untouched() -> None:
+    raw = json.dumps({"content": "```python\nprint('x')\n```\n"})
+    assert parse_json_lenient(raw) == ({"content": "```python\nprint('x')\n```\n"}, ())
+    repaired = parse_json_lenient(raw[:-1] + ",}")
+    assert repaired == ({"content": "```python\nprint('x')\n```\n"}, ("trailing_commas",))
+
+
+def test_prose_with_braces_before_the_object() -> None:
+    raw = 'Using the {city} template: {"city": "Paris"}'
+    assert parse_json_lenient(raw) == ({"city": "Paris"}, ("leading_text",))
+
+
+def test_escaped_quotes_and_backslashes_survive_repairs() -> None:
+    content = 'print("a\\\\b")\n'
+    raw = "{'content': " + json.dumps(content) + ", }"
+    assert parse_json_lenient(raw) == ({"content": content}, ("single_quotes", "trailing_commas"))
+
+
+# ---- canonical_json -------------------------------------------------------------------------------
+
+
+def test_canonical_json_is_compact_utf8_and_ordered() -> None:
+    assert canonical_json({"b": 1, "a": "é"}) == '{"b":1,"a":"é"}'
+
+
+def test_canonical_json_escapes_lone_surrogates() -> None:
+    text = canonical_json({"a": "\ud800x"})
+    text.encode("utf-8")
+    assert json.loads(text) == {"a": "\ud800x"}
+
+
+def test_canonical_json_rejects_nan() -> None:
+    with pytest.raises(ValueError):
+        canonical_json({"a": float("nan")})
+
+
+# ---- name resolution ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "resolved", "repairs"),
+    [
+        ("get_weather", "get_weather", ()),
+        ("  get_weather\n", "get_weather", ()),
+        ("Get_Weather", "get_weather", ("name_case",)),
+        ("get-weather", "get_weather", ("name_separator",)),
+        ("get weather", "get_weather", ("name_separator",)),
+        ("GET-WEATHER", "get_weather", ("name_separator", "name_case")),
+        ("`get_weather`", "get_weather", ("name_quotes",)),
+        ('"get_weather"', "get_weather", ("name_quotes",)),
+        ("'get_weather'", "get_weather", ("name_quotes",)),
+        ("functions.get_weather", "get_weather", ("name_prefix",)),
+        ("Functions.Get_Weather", "get_weather", ("name_prefix", "name_case")),
+        ("`functions.search-docs`", "search_docs", ("name_quotes", "name_prefix", "name_separator")),
+        ("default_api.write_file", "write_file", ("name_prefix",)),
+    ],
+)
+def test_resolve_near_misses(index: ToolIndex, written: str, resolved: str, repairs: tuple[str, ...]) -> None:
+    assert index.resolve(written) == (resolved, repairs)
+    assert written in index
+
+
+@pytest.mark.parametrize(
+    "written", ["", "   ", "weather", "get_weathr", "functions.", "get_weather()", "functions.foo"]
+)
+def test_resolve_unknown(index: ToolIndex, written: str) -> None:
+    assert index.resolve(written) == (None, ())
+    assert written not in index
+
+
+def test_exact_match_wins_over_near_misses() -> None:
+    idx = ToolIndex([tool("get-data"), tool("get_data"), tool("Get_Data")])
+    assert idx.resolve("get-data") == ("get-data", ())
+    assert idx.resolve("Get_Data") == ("Get_Data", ())
+
+
+@pytest.mark.parametrize(
+    ("written", "candidates"),
+    [("GET_DATA", ("Get_Data", "get_data")), ("get data", ("get-data", "get_data")), ("get-DATA", ("GET-data",))],
+)
+def test_ambiguous_names_do_not_resolve(written: str, candidates: tuple[str, ...]) -> None:
+    idx = ToolIndex([tool("get-data"), tool("get_data"), tool("Get_Data"), tool("GET-data")])
+    assert idx.resolve(written) == (None, ())
+    outcome = finalize_call(idx, written, "{}")
+    assert not outcome.ok and outcome.error is not None
+    assert outcome.error.startswith(f"ambiguous tool name {written!r}: could be ")
+    assert all(c in outcome.error for c in candidates)
+
+
+def test_closest_level_wins() -> None:
+    """Separator-only differences beat case differences; a level with one candidate resolves."""
+    idx = ToolIndex([tool("get-data"), tool("get_data"), tool("Get_Data")])
+    assert idx.resolve("Get-Data") == ("Get_Data", ("name_separator",))
+    assert idx.resolve("GET-DATA") == ("get-data", ("name_case",))
+    idx = ToolIndex([tool("fetch_url"), tool("Fetch-URL")])
+    assert idx.resolve("fetch-url") == ("fetch_url", ("name_separator",))
+    assert idx.resolve("FETCH_URL") == ("fetch_url", ("name_case",))
+
+
+def test_non_string_names_are_unknown(index: ToolIndex) -> None:
+    assert index.resolve(None) == (None, ())  # type: ignore[arg-type]
+    assert 5 not in index
+    outcome = finalize_call(index, None, "{}")  # type: ignore[arg-type]
+    assert not outcome.ok and outcome.error is not None
+
+
+def test_unknown_tool_message_lists_tools(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "foo", "{}")
+    error = "unknown tool 'foo'; available: get_weather, write_file, search_docs"
+    assert outcome == CallOutcome("foo", None, (), error)
+
+
+def test_unknown_tool_message_is_bounded() -> None:
+    idx = ToolIndex([tool(f"tool_{i}") for i in range(50)])
+    outcome = finalize_call(idx, "x" * 10_000, "{}")
+    assert outcome.error is not None and len(outcome.error) < 600
+    assert outcome.error.endswith("…")
+    assert finalize_call(ToolIndex([]), "foo", "{}").error == "unknown tool 'foo'; no tools are available"
+
+
+# ---- finalize_call: arguments, coercion, validation -------------------------------------------------
+
+
+def test_clean_call(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "get_weather", '{"city": "Paris", "unit": "celsius"}')
+    assert outcome == CallOutcome("get_weather", '{"city":"Paris","unit":"celsius"}', (), None)
+    assert outcome.ok
+
+
+@pytest.mark.parametrize("raw", [None, "", "  \n", {}])
+def test_empty_arguments_are_an_empty_object(raw: Any) -> None:
+    idx = ToolIndex([tool("ping")])
+    assert finalize_call(idx, "ping", raw) == CallOutcome("ping", "{}", (), None)
+
+
+def test_mapping_arguments_are_coerced_and_not_mutated(index: ToolIndex) -> None:
+    raw = {"query": "x", "limit": "3", "filters": {"since": "2.5"}}
+    outcome = finalize_call(index, "search_docs", raw)
+    assert outcome.arguments == '{"query":"x","limit":3,"filters":{"since":2.5}}'
+    assert raw == {"query": "x", "limit": "3", "filters": {"since": "2.5"}}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "repairs"),
+    [
+        ({"query": "x", "limit": "5"}, {"query": "x", "limit": 5}, ("coerce_types",)),
+        ({"query": "x", "limit": " -7 "}, None, ("coerce_types",)),  # coerced, then fails minimum
+        ({"query": "x", "limit": 5.0}, {"query": "x", "limit": 5}, ("coerce_types",)),
+        ({"query": "x", "exact": "true"}, {"query": "x", "exact": True}, ("coerce_types",)),
+        ({"query": "x", "exact": "False"}, {"query": "x", "exact": False}, ("coerce_types",)),
+        ({"query": "x", "filters": {"since": "2.5"}}, {"query": "x", "filters": {"since": 2.5}}, ("coerce_types",)),
+        ({"query": "x", "filters": {"since": "3"}}, {"query": "x", "filters": {"since": 3}}, ("coerce_types",)),
+        ({"query": 42}, {"query": "42"}, ("coerce_types",)),
+        ({"query": "x", "tags": "a"}, {"query": "x", "tags": ["a"]}, ("wrap_array",)),
+        ({"query": "x", "tags": '["a", "b"]'}, {"query": "x", "tags": ["a", "b"]}, ("embedded_json",)),
+        ({"query": "x", "tags": "['a', 'b']"}, {"query": "x", "tags": ["a", "b"]}, ("embedded_json", "single_quotes")),
+        ({"query": "x", "filters": '{"lang": "py"}'}, {"query": "x", "filters": {"lang": "py"}}, ("embedded_json",)),
+    ],
+)
+def test_coercions(index: ToolIndex, args: dict[str, Any], expected: Any, repairs: tuple[str, ...]) -> None:
+    outcome = finalize_call(index, "search_docs", json.dumps(args))
+    assert outcome.repairs == repairs
+    assert (json.loads(outcome.arguments) if outcome.arguments else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({"query": "x", "limit": "five"}, "'limit' must be integer"),
+        ({"query": "x", "limit": "5.5"}, "'limit' must be integer"),
+        ({"query": "x", "exact": "yes"}, "'exact' must be boolean"),
+        ({"query": "x", "filters": {"since": "recently"}}, "'filters.since' must be number"),
+        ({"query": "x", "tags": "[broken"}, "'tags' must be array"),
+        ({"query": "x", "tags": [{"a": 1}]}, "'tags[0]' must be string"),
+        ({"query": "x", "filters": "not an object"}, "'filters' must be object"),
+        ({"query": "x", "limit": 0}, "'limit': 0 is less than the minimum of 1"),
+        ({"query": True}, "'query' must be string"),
+        ({"query": None}, "'query' must be string"),
+    ],
+)
+def test_lossy_values_are_not_coerced(index: ToolIndex, args: dict[str, Any], error: str) -> None:
+    outcome = finalize_call(index, "search_docs", json.dumps(args))
+    assert not outcome.ok
+    assert outcome.arguments is None
+    assert outcome.error == error
+
+
+def test_enum_case_is_fixed_only_when_unique(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "get_weather", '{"city": "Paris", "unit": "Celsius"}')
+    assert (outcome.arguments, outcome.repairs) == ('{"city":"Paris","unit":"celsius"}', ("enum_case",))
+    idx = ToolIndex([tool("t", {"type": "object", "properties": {"m": {"enum": ["A", "a"]}}})])
+    assert finalize_call(idx, "t", '{"m": "A"}').ok
+    outcome = finalize_call(idx, "t", '{"m": "b"}')
+    assert outcome.error == "'m' must be one of: \"A\", \"a\""
+
+
+def test_missing_required(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "write_file", '{"path": "a.py"}')
+    assert outcome.error == "missing required parameter 'content'"
+    outcome = finalize_call(index, "write_file", "{}")
+    assert outcome.error == "missing required parameter 'path'; missing required parameter 'content'"
+
+
+def test_nested_required_and_additional_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"opts": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
+                                "additionalProperties": False}},
+        "additionalProperties": False,
+    }
+    idx = ToolIndex([tool("t", schema)])
+    assert finalize_call(idx, "t", '{"opts": {}}').error == "missing required parameter 'opts.k'"
+    assert finalize_call(idx, "t", '{"other": 1}').error == "unexpected parameter 'other'"
+    assert finalize_call(idx, "t", '{"opts": {"k": "v", "z": 1}}').error == "unexpected parameter 'opts.z'"
+
+
+def test_errors_are_short_for_huge_values() -> None:
+    idx = ToolIndex([tool("t", {"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}})])
+    outcome = finalize_call(idx, "t", json.dumps({"s": "x" * 100_000}))
+    assert outcome.error is not None and len(outcome.error) < 200 and outcome.error.startswith("'s': ")
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ("[1, 2]", "arguments must be a JSON object, got array"),
+        ('"text"', "arguments must be a JSON object, got string"),
+        ("42", "arguments must be a JSON object, got number"),
+        ("null", "arguments must be a JSON object, got null"),
+        ("not json at all", "arguments are not valid JSON: Expecting value at line 1 column 1"),
+        ('{"city": NaN}', "arguments are not valid JSON: NaN and Infinity are not valid JSON"),
+        (["city"], "arguments must be a JSON object, got list"),
+        (12, "arguments must be a JSON object, got int"),
+    ],
+)
+def test_bad_argument_shapes(index: ToolIndex, raw: Any, error: str) -> None:
+    outcome = finalize_call(index, "get_weather", raw)
+    assert outcome == CallOutcome("get_weather", None, (), error)
+
+
+def test_double_encoded_arguments(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "get_weather", json.dumps(json.dumps({"city": "Paris"})))
+    assert (outcome.arguments, outcome.repairs) == ('{"city":"Paris"}', ("double_encoded",))
+
+
+def test_name_and_argument_repairs_are_reported_together(index: ToolIndex) -> None:
+    outcome = finalize_call(index, "Search-Docs", "```json\n{'query': 'x', 'limit': '2',}\n```")
+    assert outcome.ok
+    assert outcome.arguments == '{"query":"x","limit":2}'
+    assert outcome.repairs == (
+        "name_separator", "name_case", "code_fence", "single_quotes", "trailing_commas", "coerce_types",
+    )
+
+
+# ---- schemas: drafts, refs, combinators, broken schemas ---------------------------------------------
+
+
+def test_refs_and_defs_are_followed_for_coercion_and_validation() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"count": {"type": "integer"}},
+        "properties": {"n": {"$ref": "#/$defs/count"}, "items": {"type": "array", "items": {"$ref": "#/$defs/count"}}},
+    }
+    idx = ToolIndex([tool("t", schema)])
+    assert finalize_call(idx, "t", '{"n": "4", "items": ["1", 2]}').arguments == '{"n":4,"items":[1,2]}'
+    assert finalize_call(idx, "t", '{"n": "four"}').error == "'n' must be integer"
+
+
+def test_type_lists_and_any_of() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "maybe": {"type": ["integer", "null"]},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]},
+            "free": {"anyOf": [{"type": "integer"}, {}]},
+        },
+    }
+    idx = ToolIndex([tool("t", schema)])
+    assert finalize_call(idx, "t", '{"maybe": "3", "either": "true"}').arguments == '{"maybe":3,"either":true}'
+    assert finalize_call(idx, "t", '{"maybe": null, "either": 2}').repairs == ()
+    assert finalize_call(idx, "t", '{"free": "3"}').arguments == '{"free":"3"}'
+
+
+def test_recursive_schema_does_not_loop() -> None:
+    schema = {"type": "object", "properties": {"node": {"$ref": "#"}, "v": {"type": "integer"}}}
+    idx = ToolIndex([tool("t", schema)])
+    nested: dict[str, Any] = {"v": "1"}
+    for _ in range(100):
+        nested = {"node": nested, "v": 1}
+    outcome = finalize_call(idx, "t", json.dumps(nested))
+    assert outcome.ok or outcome.error is not None
+
+
+def test_declared_draft_is_used() -> None:
+    # Draft 4: exclusiveMaximum is a boolean modifier; in 2020-12 it would be an invalid schema.
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"n": {"type": "integer", "maximum": 5, "exclusiveMaximum": True}}}
+    idx = ToolIndex([tool("t", schema)])
+    assert finalize_call(idx, "t", '{"n": 4}').ok
+    assert not finalize_call(idx, "t", '{"n": 5}').ok
+    assert idx.schema_problems == {}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"n": {"type": "integr"}}, "required": ["n"]},
+        {"type": "object", "properties": {"s": {"type": "string", "pattern": "(["}}, "required": ["n"]},
+        {"$schema": 5, "type": "object", "required": ["n"]},
+        {"$schema": ["x"], "type": "object", "required": ["n"]},
+        {"type": "object", "properties": {"n": {"$ref": "https://example.invalid/schema"}}, "required": ["n"]},
+    ],
+)
+def test_invalid_schema_only_checks_required(schema: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    idx = ToolIndex([tool("t", schema)])
+    with caplog.at_level(logging.WARNING, logger="proxy.formats._args"):
+        assert finalize_call(idx, "t", '{"n": 1, "s": "x"}').ok
+        assert finalize_call(idx, "t", '{"s": "x"}').error == "missing required parameter 'n'"
+    assert "t" in idx.schema_problems
+    assert any("unusable parameters schema" in r.message for r in caplog.records)
+
+
+def test_non_mapping_parameters() -> None:
+    idx = ToolIndex([ToolSpec(name="t", parameters=["not", "a", "schema"])])  # type: ignore[arg-type]
+    assert finalize_call(idx, "t", '{"a": 1}') == CallOutcome("t", '{"a":1}', (), None)
+
+
+def test_validators_are_cached_per_index(index: ToolIndex) -> None:
+    first = index.validator("get_weather")
+    assert first is not None and index.validator("get_weather") is first
+
+
+# ---- robustness ---------------------------------------------------------------------------------------
+
+
+def test_deep_nesting_is_an_error_not_a_crash(index: ToolIndex) -> None:
+    for raw in ('{"query": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"a": ' * 50_000, "[" * 200_000):
+        outcome = finalize_call(index, "search_docs", raw)
+        assert not outcome.ok and outcome.error
+
+
+def test_huge_integers_and_strings_do_not_crash(index: ToolIndex) -> None:
+    assert not finalize_call(index, "search_docs", '{"query": "x", "limit": ' + "9" * 5000 + "}").ok
+    assert not finalize_call(index, "search_docs", '{"query": "x", "limit": "' + "9" * 5000 + '"}').ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("{}[]\"':,`\\/* \nabTrueNn01.-_")), max_size=80))
+def test_never_raises_on_json_like_garbage(raw: str) -> None:
+    parsed = parse_json_lenient(raw)
+    if parsed is not None:
+        canonical_json(parsed[0])  # always JSON-representable
+    outcome = finalize_call(ToolIndex(TOOLS), "search_docs", raw)
+    assert outcome.ok != (outcome.error is not None)
+    if outcome.ok:
+        assert isinstance(json.loads(outcome.arguments or ""), dict)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60), st.text(max_size=200))
+def test_never_raises_on_arbitrary_text(name: str, raw: str) -> None:
+    outcome = finalize_call(ToolIndex(TOOLS), name, raw)
+    assert outcome.ok != (outcome.error is not None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+                    max_leaves=20))
+def test_valid_json_round_trips_without_repairs(value: Any) -> None:
+    assert parse_json_lenient(json.dumps(value)) == (value, ())
+
+
+# ---- speed: repairs stay linear on large arguments ----------------------------------------------------
+
+
+@functools.cache
+def _big_content(size: int) -> str:
+    rng = random.Random(7)
+    lines, total = [], 0
+    while total < size:
+        n = rng.randint(0, 999)
+        lines.append(f'    value_{n} = "q\\"{n}" + \'s\' if x < {n} else None  # ü\n')
+        total += len(lines[-1])
+    return "".join(lines)
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda s: s,
+        lambda s: "```json\n" + s + "\n```",
+        lambda s: s + "\nThat writes the file.",
+        lambda s: s[:-1] + ",}",
+        lambda s: s[:-1],
+    ],
+    ids=["clean", "fenced", "trailing_text", "trailing_comma", "unclosed"],
+)
+def test_large_arguments_are_fast(index: ToolIndex, wrap: Any) -> None:
+    content = _big_content(1_000_000)
+    raw = wrap(json.dumps({"path": "big.py", "content": content}))
+    start = time.perf_counter()
+    outcome = finalize_call(index, "write_file", raw)
+    elapsed = time.perf_counter() - start
+    assert outcome.ok and json.loads(outcome.arguments or "")["content"] == content
+    assert elapsed < 1.0, f"{elapsed:.2f}s for 1 MB"
+
+
+def test_single_quoted_large_argument_is_linear(index: ToolIndex) -> None:
+    def raw(size: int) -> str:
+        body = _big_content(size).replace("\\", "\\\\").replace("'", "\\'")
+        return "{'path': 'a', 'content': '" + body + "'}"
+
+    def timed(text: str) -> float:
+        start = time.perf_counter()
+        assert finalize_call(index, "write_file", text).ok
+        return time.perf_counter() - start
+
+    small, big = raw(100_000), raw(1_000_000)
+    timed(small)
+    ratio = min(timed(big) for _ in range(2)) / max(min(timed(small) for _ in range(3)), 1e-4)
+    assert ratio < 30, f"10x input took {ratio:.1f}x the time"
+
+
+ADVERSARIAL = {
+    "quotes": "'" * 1_000_000,
+    "unterminated_strings": '{"a":"' * 150_000,
+    "open_comments": "{/*a" * 250_000,
+    "deep_objects": '{"a": ' * 150_000,
+    "deep_arrays": "[" * 1_000_000,
+    "trailing_whitespace": '{"a": 1' + " " * 1_000_000,
+    "prose_with_braces": "{x} and {y} " * 80_000,
+    "backslashes": '{"a": "' + "\\" * 1_000_000,
+    "many_keys": "{" + "a:1," * 50_000,
+    "many_items": "[" + "1," * 100_000 + ",]",
+}
+
+
+@pytest.mark.parametrize("raw", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_inputs_are_linear(raw: str) -> None:
+    start = time.perf_counter()
+    parse_json_lenient(raw)
+    finalize_call(ToolIndex(TOOLS), "search_docs", raw)
+    assert time.perf_counter() - start < 2.0

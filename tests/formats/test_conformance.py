@@ -1,0 +1,267 @@
+"""Conformance suite run over every registered format (proxy.formats.FORMATS).
+
+What any format must do, whatever its syntax: prompt contents, stop sequences, a render/parse
+round trip, plain text untouched, think blocks, fenced markers, stop-sequence and ``length``
+cut-offs, the max_calls cut, deterministic chunking, and no markup leaking into Text on garbage
+or mutated input. Markup is checked per format with the detectors in ``LEAKS``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
+from proxy.formats.base import Event
+from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
+from tests.formats.tools import TOOLS
+
+FORMAT_NAMES = sorted(FORMATS)
+LeakFinder = Callable[[str], list[str]]
+
+
+def substrings(*needles: str) -> LeakFinder:
+    return lambda text: [n for n in needles if n in text]
+
+
+def line_prefixes(*prefixes: str, fold: bool = False) -> LeakFinder:
+    """Lines that start with a prefix (``fold``: after indentation, case-insensitively)."""
+
+    def find(text: str) -> list[str]:
+        lines = text.split("\n")
+        if fold:
+            return [ln for ln in lines if ln.lstrip().casefold().startswith(tuple(p.casefold() for p in prefixes))]
+        return [ln for ln in lines if ln.startswith(prefixes)]
+
+    return find
+
+
+# The markup each format must never let through as Text, and markers the fuzzer inserts.
+LEAKS: dict[str, LeakFinder] = {
+    "hermes": substrings("<tool_call", "</tool_call"),
+    "xml": substrings("<tool:", "</tool:", "<param:"),
+    "caret": line_prefixes("^^^"),
+    "react": line_prefixes("Action:", "Action Input:", fold=True),
+}
+MARKERS: dict[str, list[str]] = {
+    "hermes": ["<tool_call>", "</tool_call>", "<tool_call>\n", '{"name": "get_weather", "arguments": '],
+    "xml": ["<tool:get_weather>", "</tool:get_weather>", "<param:city>", "</param:city>", "<tool:", "</tool:x>"],
+    "caret": ["\n^^^get_weather\n", "\n^^^\n", "\n^^^", "\n---\n", "\ncity: Oslo\n"],
+    "react": ["\nAction: get_weather\n", "\nAction Input: ", "\nAction:", "\nObservation:", "\nThought: "],
+}
+COMMON_MARKERS = ["<think>", "</think>", "\n", "{", "}", '"']
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("get_weather", {"city": "São Paulo", "unit": "celsius"}),
+    ("search_docs", {"query": "tool calling", "limit": 5, "tags": ["a", "b c", "ü"], "exact": True,
+                     "filters": {"lang": "py", "since": 2.5}}),
+    ("write_file", {"path": "src/app.py",
+                    "content": 'def f(x):\n    return "a\\\\b" + \'q\' + "{x}"\n\t# ünïcödé 🚀 <b> & \\n\n'}),
+    ("search_docs", {"query": 'say "hi" \\ bye', "tags": []}),
+]
+
+PLAIN_TEXTS = [
+    "Hello, world!",
+    "Line one.\nLine two has <b>html</b>, a < b > c, and x^2 + y^2.\n",
+    "Actions speak louder than words.\nThoughtful people wait; Observations follow.",
+    "日本語のテキスト 🚀 ñ — “quotes” and 'apostrophes'",
+    "Numbers {1, 2} and [3] and \"json-ish\": {\"a\": 1}",
+]
+
+
+def records(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolCallRecord]:
+    return [ToolCallRecord(f"call_{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]
+
+
+def expected_calls(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"name": name, "arguments": args} for name, args in calls]
+
+
+def factory(fmt: ToolFormat, max_calls: int = 1) -> Callable[[], Any]:
+    return lambda: fmt.new_parser(TOOLS, max_calls=max_calls)
+
+
+def content_of(events: Sequence[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, Text))
+
+
+@pytest.fixture(params=FORMAT_NAMES)
+def fmt(request: pytest.FixtureRequest) -> ToolFormat:
+    return get_format(request.param)
+
+
+def test_every_format_has_leak_detectors() -> None:
+    assert set(FORMATS) == set(LEAKS) == set(MARKERS)
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+
+
+class TestRendering:
+    @pytest.mark.parametrize("choice", [ToolChoice("auto"), ToolChoice("required"), ToolChoice("named", "write_file")])
+    @pytest.mark.parametrize("parallel", [False, True])
+    def test_render_tools_mentions_tools_and_required_params(
+        self, fmt: ToolFormat, choice: ToolChoice, parallel: bool
+    ) -> None:
+        prompt = fmt.render_tools(TOOLS, choice, parallel)
+        assert isinstance(prompt, str) and prompt.strip()
+        for spec in TOOLS:
+            assert spec.name in prompt
+            for param in spec.parameters.get("required", []):
+                assert param in prompt
+        assert "required" in prompt
+
+    def test_stop_sequences(self, fmt: ToolFormat) -> None:
+        stops = fmt.stop_sequences()
+        assert isinstance(stops, tuple)
+        assert all(isinstance(s, str) and s for s in stops)
+
+    def test_render_result_contains_the_content(self, fmt: ToolFormat) -> None:
+        rendered = fmt.render_result("get_weather", "18 °C\nsunny")
+        assert isinstance(rendered, str) and "18 °C" in rendered and "sunny" in rendered
+
+
+# ---- parsing -----------------------------------------------------------------------------------
+
+
+class TestParsing:
+    @pytest.mark.parametrize("call", CALLS, ids=[f"{n}{i}" for i, (n, _) in enumerate(CALLS)])
+    def test_single_call_round_trip(self, fmt: ToolFormat, call: tuple[str, dict[str, Any]]) -> None:
+        text = fmt.render_calls(records([call]))
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
+        assert summary["calls"] == expected_calls([call])
+        assert (summary["content"].strip(), summary["malformed"], summary["cut"]) == ("", 0, False)
+
+    def test_several_calls_round_trip(self, fmt: ToolFormat) -> None:
+        text = "I'll do several things.\n" + fmt.render_calls(records(CALLS))
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt, max_calls=len(CALLS)), text))
+        assert summary["calls"] == expected_calls(CALLS)
+        assert summary["content"].strip() == "I'll do several things."
+        assert (summary["malformed"], summary["cut"]) == (0, False)
+
+    def test_second_call_is_the_cut(self, fmt: ToolFormat) -> None:
+        text = fmt.render_calls(records(CALLS[:2]))
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt, max_calls=1), text))
+        assert summary["calls"] == expected_calls(CALLS[:1])
+        assert summary["cut"] is True and summary["malformed"] == 0
+
+    @pytest.mark.parametrize("text", PLAIN_TEXTS)
+    def test_text_without_markers_is_unchanged(self, fmt: ToolFormat, text: str) -> None:
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
+        assert summary == {"content": text, "reasoning": "", "calls": [], "cut": False, "malformed": 0}
+
+    def test_empty_output(self, fmt: ToolFormat) -> None:
+        assert merge(feed_chunks(factory(fmt), [])) == []
+        assert merge(feed_chunks(factory(fmt), ["", ""])) == []
+
+    def test_think_block_is_reasoning(self, fmt: ToolFormat) -> None:
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), "<think>plan it</think>Hello"))
+        assert (summary["reasoning"].strip(), summary["content"].strip(), summary["calls"]) == ("plan it", "Hello", [])
+
+    def test_think_then_call(self, fmt: ToolFormat) -> None:
+        text = "<think>need weather</think>\n" + fmt.render_calls(records(CALLS[:1]))
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
+        assert summary["reasoning"].strip() == "need weather"
+        assert summary["calls"] == expected_calls(CALLS[:1])
+
+    def test_marker_in_code_fence_stays_text(self, fmt: ToolFormat) -> None:
+        text = "The syntax looks like this:\n```\n" + fmt.render_calls(records(CALLS[:1])) + "\n```\nThat's all."
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
+        assert summary == {"content": text, "reasoning": "", "calls": [], "cut": False, "malformed": 0}
+
+    def test_block_cut_at_a_stop_sequence_is_completed(self, fmt: ToolFormat) -> None:
+        call = CALLS[1]
+        full = "Let me search.\n" + fmt.render_calls(records([call])) + "\n" + fmt.render_result(call[0], "3 hits")
+        positions = [full.find(s) for s in fmt.stop_sequences() if s in full]
+        assert positions, "no stop sequence occurs after a rendered call"
+        for pos in positions:
+            summary = summarize(assert_same_in_all_chunkings(factory(fmt), full[:pos], "stop"))
+            assert summary["calls"] == expected_calls([call]), full[:pos]
+            assert summary["malformed"] == 0
+
+    def test_length_cut_mid_block_is_malformed(self, fmt: ToolFormat) -> None:
+        text = "Checking.\n" + fmt.render_calls(records(CALLS[:1]))
+        cut = text[: text.index("São") + 2]
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), cut, "length"))
+        assert summary["calls"] == [] and summary["malformed"] == 1
+        assert summary["content"].strip() == "Checking."
+        assert not LEAKS[fmt.name](summary["content"])
+
+
+# ---- properties: chunking, garbage, mutations ------------------------------------------------------
+
+PROSE = st.sampled_from(["", "Sure.\n", "Let me check that for you.\n", "Done! ✓\n", "x < y > z\n"])
+
+
+def chunk(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+def check_robust(fmt: ToolFormat, text: str, cuts: list[int], max_calls: int, finish: Any) -> None:
+    """Never raises, obeys the event contract, splits do not matter, no markup reaches Text."""
+    whole = feed_chunks(factory(fmt, max_calls), [text], finish)
+    pieces = feed_chunks(factory(fmt, max_calls), chunk(text, cuts), finish)
+    check_event_order(whole)
+    check_event_order(pieces)
+    assert merge(pieces) == merge(whole)
+    if "`" not in text:  # fences and inline code legitimately keep markers as text
+        assert not LEAKS[fmt.name](content_of(whole)), content_of(whole)
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_splits_give_the_same_events(name: str, data: st.DataObject) -> None:
+    fmt = get_format(name)
+    calls = data.draw(st.lists(st.sampled_from(CALLS), min_size=1, max_size=3))
+    text = data.draw(PROSE) + fmt.render_calls(records(calls)) + "\n" + data.draw(PROSE)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=40))
+    max_calls = data.draw(st.integers(1, 3))
+    reference = merge(feed_chunks(factory(fmt, max_calls), [text]))
+    events = feed_chunks(factory(fmt, max_calls), chunk(text, cuts))
+    check_event_order(events)
+    assert merge(events) == reference
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=20),
+       finish=st.sampled_from(["stop", "length"]))
+def test_random_bytes_never_break_the_parser(name: str, raw: bytes, cuts: list[int], finish: str) -> None:
+    check_robust(get_format(name), raw.decode("utf-8", errors="replace"), cuts, 1, finish)
+
+
+MUTATION = st.tuples(st.sampled_from(["delete", "duplicate", "truncate", "insert"]), st.integers(0, 10_000),
+                     st.integers(1, 40), st.integers(0, 100))
+
+
+def mutate(text: str, ops: list[tuple[str, int, int, int]], markers: list[str]) -> str:
+    for op, pos, size, pick in ops:
+        pos %= len(text) + 1
+        if op == "delete":
+            text = text[:pos] + text[pos + size:]
+        elif op == "duplicate":
+            text = text[:pos + size] + text[pos:pos + size] + text[pos + size:]
+        elif op == "truncate":
+            text = text[:pos]
+        else:
+            text = text[:pos] + markers[pick % len(markers)] + text[pos:]
+    return text
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_calls_never_leak_markup(name: str, data: st.DataObject) -> None:
+    fmt = get_format(name)
+    calls = data.draw(st.lists(st.sampled_from(CALLS), min_size=1, max_size=2))
+    base = data.draw(PROSE) + fmt.render_calls(records(calls)) + "\n" + data.draw(PROSE)
+    text = mutate(base, data.draw(st.lists(MUTATION, min_size=1, max_size=4)), MARKERS[name] + COMMON_MARKERS)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=20))
+    check_robust(fmt, text, cuts, data.draw(st.integers(1, 2)), data.draw(st.sampled_from(["stop", "length"])))

@@ -1,0 +1,356 @@
+"""Tests for the hermes format: golden cases in every chunking, split properties, streaming events,
+bare-object detection limits, speed, and rendering round trips."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.formats import get_format
+from proxy.formats.base import (
+    Event,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+)
+from proxy.formats.hermes import HermesFormat
+from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats.tools import TOOLS
+
+FORMAT = HermesFormat()
+GOLDEN = sorted((Path(__file__).parent / "golden" / "hermes").glob("*.json"))
+CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+MARKERS = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>")
+# cases whose visible text legitimately contains a marker or JSON (mentions, prose JSON, prefixes)
+TEXT_CASES = {"marker_in_code_fence", "marker_in_inline_code", "python_fence_with_call_json", "json_not_a_call",
+              "json_fence_not_a_call", "json_other_keys", "call_mid_line_stays_text", "bare_truncated_length"}
+PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
+    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
+
+
+def only(events: list[Event], kind: type) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+# ---- golden cases ------------------------------------------------------------------------
+
+
+def test_golden_set_is_complete() -> None:
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str) -> None:
+    case = CASES[name]
+    events = assert_same_in_all_chunkings(
+        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
+    )
+    assert summarize(events) == case["expect"], case["description"]
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - TEXT_CASES))
+def test_golden_never_leaks_markup(name: str) -> None:
+    case = CASES[name]
+    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
+    visible = "".join(e.text for e in events if isinstance(e, Text))
+    assert not any(marker in visible for marker in MARKERS), visible
+    assert '"arguments"' not in visible, visible
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
+    case = CASES[name]
+    chunks = [case["output"][i : i + 3] for i in range(0, len(case["output"]), 3)]
+    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), chunks,
+                         case.get("finish_reason", "stop"))
+    for end in only(events, ToolCallEnd):
+        raw = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs) and e.index == end.index)
+        if raw:  # the fragments are the model's text; parsed they give the call's arguments
+            assert raw in case["output"]
+            assert end.repairs or json.loads(end.arguments) == json.loads(raw)
+
+
+@pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
+                                  "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
+                                  "repairable_json", "bare_json_fence", "json_not_a_call", "bare_then_stray_close",
+                                  "imitated_result", "junk_after_object", "crlf", "two_objects_one_block"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
+    case = CASES[name]
+    text, max_calls = case["output"], case.get("max_calls", 1)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
+    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
+    assert merge(split) == merge(whole)
+
+
+_SOUP = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '{"name": ', '"get_weather"',
+         '"arguments": ', "{", "}", "[", "]", '"', "'", "\\", ",", ":", "`", "```", "```json\n", "\n", " ", "<",
+         "Paris", "True", "<tool_", "</tool"]
+
+
+_PLAIN_SOUP = [t for t in _SOUP if not any(q in t for q in "`\"'")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.lists(st.sampled_from(_SOUP), max_size=60), st.lists(st.sampled_from(_PLAIN_SOUP), max_size=60))
+       .map("".join), st.sampled_from(["stop", "length"]))
+def test_marker_soup_never_raises_and_never_leaks(text: str, finish: str) -> None:
+    assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
+    if not any(q in text for q in "`\"'"):  # only code spans and strings of prose JSON keep markers as text
+        for ev in feed_chunks(lambda: FORMAT.new_parser(TOOLS, 2), [text], finish):  # type: ignore[arg-type]
+            if isinstance(ev, Text):
+                assert not any(marker in ev.text for marker in MARKERS), ev
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300))
+def test_never_raises_on_arbitrary_text(text: str) -> None:
+    assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200).filter(lambda t: "{" not in t and "<t" not in t and "</t" not in t and "`" not in t))
+def test_text_without_marker_characters_is_passed_through(text: str) -> None:
+    assert summarize(parse(text))["content"] == text
+
+
+# ---- streaming events ----------------------------------------------------------------------
+
+
+def test_streaming_is_incremental() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed("Let me look. <b>x</b> <tool_c") == [Text("Let me look. <b>x</b> ")]
+    assert parser.feed('all>\n{"name": "get_wea') == []
+    assert parser.feed('ther", "arguments": {"ci') == [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"ci')]
+    assert parser.feed('ty": "Par') == [ToolCallArgs(0, 'ty": "Par')]
+    assert parser.feed('is"}}\n</tool_call>\nBye') == [
+        ToolCallArgs(0, 'is"}'), ToolCallEnd(0, "get_weather", '{"city":"Paris"}'), Text("\nBye")]
+    assert parser.close() == []
+
+
+def test_cut_is_reported_at_the_opening_tag_and_nothing_follows() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    first = parser.feed(f"<tool_call>{PARIS}</tool_call>\n<tool_ca")
+    assert first[0] == ToolCallStart(0, "get_weather") and first[-1] == ToolCallEnd(0, "get_weather",
+                                                                                     '{"city":"Paris"}')
+    assert parser.feed("ll>") == [SecondToolStarted(1)]
+    assert parser.feed(f"{PARIS}</tool_call>") == []
+    assert parser.close() == []
+
+
+def test_arguments_before_name_and_string_arguments_emit_no_fragments() -> None:
+    for obj in ('{"arguments": {"city": "Oslo"}, "name": "get_weather"}',
+                '{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}'):
+        events = parse(f"<tool_call>{obj}</tool_call>")
+        assert events == [ToolCallStart(0, "get_weather"), ToolCallEnd(0, "get_weather", '{"city":"Oslo"}')]
+
+
+def test_bare_call_is_decided_when_balanced() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed('Sure.\n{"name": "get_weather", "arguments": {"city": "Rome"}') == [Text("Sure.\n")]
+    assert parser.feed("}") == [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Rome"}'),
+                                ToolCallEnd(0, "get_weather", '{"city":"Rome"}')]
+    assert parser.close() == []
+
+
+def test_bare_prefix_is_decided_within_a_bounded_prefix() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed('{"nam') == []
+    assert merge(parser.feed('ing": 1')) == [Text('{"naming": 1')]
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert merge(parser.feed("{" + " " * 70)) == [Text("{" + " " * 70)]  # too much whitespace for a call prefix
+
+
+def test_bare_candidate_is_capped_then_flushed_as_text() -> None:
+    body = '{"name": "get_weather", "arguments": {"city": "' + "x" * (1 << 20)
+    parser = FORMAT.new_parser(TOOLS, 1)
+    held = [ev for i in range(0, (1 << 20) - 1, 65536) for ev in parser.feed(body[i : min(i + 65536, (1 << 20) - 1)])]
+    assert held == []  # undecided up to the cap
+    assert merge(parser.feed(body[(1 << 20) - 1 :])) == [Text(body)]  # at the cap: text, and so is the rest
+    assert parser.feed("}}") == [Text("}}")] and parser.close() == []
+
+
+def test_second_bare_call_is_the_cut_point() -> None:
+    events = parse(f"{PARIS}\n{PARIS}\nmore")
+    assert [type(e) for e in events] == [ToolCallStart, ToolCallArgs, ToolCallEnd, SecondToolStarted]
+
+
+def test_repairs_are_reported() -> None:
+    end = only(parse(CASES["repairable_json"]["output"]), ToolCallEnd)[0]
+    assert {"single_quotes", "python_literals", "trailing_commas"} <= set(end.repairs)
+    assert only(parse(CASES["missing_brace"]["output"]), ToolCallEnd)[0].repairs == ("unclosed_brackets",)
+    assert only(parse(CASES["stop_cut_unclosed"]["output"]), ToolCallEnd)[0].repairs == ("unclosed_brackets",)
+    assert "name_case" in only(parse(CASES["near_miss_name"]["output"]), ToolCallEnd)[0].repairs
+    assert only(parse(CASES["nested_object"]["output"]), ToolCallEnd)[0].repairs == ()
+
+
+def test_malformed_blocks_carry_the_raw_block_and_index() -> None:
+    output = CASES["length_mid_block"]["output"]
+    events = parse(output, finish="length")
+    assert events[1] == ToolCallStart(0, "get_weather")
+    bad = only(events, Malformed)[0]
+    assert bad.index == 0 and bad.raw == output[output.index("<tool_call>") :].replace("\n", "", 1)
+    assert "truncated" in bad.reason
+    events = parse(CASES["unknown_tool"]["output"])
+    unknown = only(events, Malformed)[0]
+    assert unknown.index is None and "get_stock" in unknown.reason
+    assert unknown.raw == '<tool_call>{"name": "get_stock", "arguments": {"symbol": "ACME"}}'
+    assert not only(events, ToolCallStart)
+
+
+def test_unknown_tool_does_not_use_up_a_call() -> None:
+    events = parse('<tool_call>{"name": "nope", "arguments": {}}</tool_call>'
+                   '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>')
+    assert only(events, ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"Oslo"}')]
+    assert not only(events, SecondToolStarted)
+
+
+def test_stop_in_string_is_malformed_not_guessed() -> None:
+    events = parse('<tool_call>{"name": "get_weather", "arguments": {"city": "Par')
+    assert [type(e) for e in events] == [ToolCallStart, ToolCallArgs, Malformed]
+    assert "inside a JSON string" in events[-1].reason  # type: ignore[union-attr]
+
+
+def test_whitespace_after_a_block_is_dropped_unless_prose_follows() -> None:
+    assert summarize(parse(f"<tool_call>{PARIS}</tool_call>\n\n"))["content"] == ""
+    assert summarize(parse(f"<tool_call>{PARIS}</tool_call>\n\nDone."))["content"] == "\n\nDone."
+    assert summarize(parse("<think>x</think>\n\nHello"))["content"] == "\n\nHello"
+
+
+def test_holdback_is_bounded() -> None:
+    parser = FORMAT.new_parser(TOOLS, 1)
+    assert parser.feed("x <tool_res") == [Text("x ")]
+    assert parser.feed("ume is fine") == [Text("<tool_resume is fine")]
+    assert parser.feed("<" * 100) == [Text("<" * 99)]
+    assert parser.feed("``") == [Text("<")]
+    assert parser.close() == [Text("``")]
+
+
+def test_deeply_nested_input_does_not_raise() -> None:
+    for text in ("<tool_call>" + "[" * 50_000, "<tool_call>{" + '"a":[' * 20_000 + "]" * 20_000 + "}</tool_call>",
+                 '{"name": "get_weather", "arguments": ' + "[" * 20_000 + "]" * 20_000 + "}"):
+        events = parse(text)
+        assert not only(events, ToolCallEnd)
+
+
+# ---- speed ---------------------------------------------------------------------------------
+
+CONTENT = "".join(f'line {i}: "quoted" \\ back\tslash {{x}} </tool_call> <b>\n' for i in range(40_000))
+
+
+def _throughput(text: str, size: int) -> tuple[list[Event], float]:
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    started = time.perf_counter()
+    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks)
+    elapsed = time.perf_counter() - started
+    return events, len(text) / elapsed / 1e6
+
+
+def test_long_arguments_are_linear_and_fast() -> None:
+    text = "<tool_call>\n" + json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT}})
+    events, mb_per_s = _throughput(text + "\n</tool_call>", 4096)
+    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == CONTENT
+    assert mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
+    events, small_chunks = _throughput(text, 7)  # token-sized chunks: ~370k feeds (not merged: slow in the harness)
+    assert len(only(events, ToolCallEnd)) == 1 and "".join(e.fragment for e in only(events, ToolCallArgs)) in text
+    assert small_chunks > 0.3, f"{small_chunks:.1f} MB/s in 7-char chunks"
+
+
+def test_long_prose_and_bare_objects_are_fast() -> None:
+    prose = "".join(f"Line {i} with <b>html</b>, `code`, {{braces}} and a < b.\n" for i in range(40_000))
+    events, mb_per_s = _throughput(prose, 4096)
+    assert merge(events) == [Text(prose)] and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
+    bare = json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT[:900_000]}})
+    events, mb_per_s = _throughput(bare, 4096)
+    assert len(only(events, ToolCallEnd)) == 1 and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
+
+
+@pytest.mark.parametrize("text", ["{\n" * 100_000, "<" * 200_000, "```\n" * 50_000, '\n{"name"' * 30_000,
+                                  "<tool_call>" + "[" * 200_000, "<think>" + "</thin" * 30_000])
+def test_adversarial_inputs_are_linear(text: str) -> None:
+    started = time.perf_counter()
+    feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 16] for i in range(0, len(text), 16)])
+    assert time.perf_counter() - started < 3.0
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def test_registry_and_stop_sequences() -> None:
+    assert isinstance(get_format("hermes"), HermesFormat) and FORMAT.name == "hermes"
+    assert FORMAT.stop_sequences() == ("</tool_call>", "<tool_response>")
+
+
+def test_render_tools_lists_every_tool_and_an_example() -> None:
+    prompt = FORMAT.render_tools(TOOLS, ToolChoice("auto"), parallel=False)
+    for spec in TOOLS:
+        assert f"### {spec.name}" in prompt
+    assert "city (string, required)" in prompt and "query (string, required)" in prompt
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "example"}}\n</tool_call>' in prompt
+    assert "its own <tool_call></tool_call> tags" in prompt and "at most one tool" in prompt
+    example = prompt[prompt.index("Example:") :]
+    assert only(parse(example), ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"example"}')]
+
+
+def test_render_tools_example_uses_the_named_tool() -> None:
+    prompt = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), parallel=True)
+    assert "You MUST call the tool `search_docs`" in prompt and "several tools" in prompt
+    assert prompt.endswith('{"name": "search_docs", "arguments": {"query": "example"}}\n</tool_call>')
+
+
+def test_render_calls_round_trip() -> None:
+    calls = [
+        ToolCallRecord("call_1", "get_weather", '{"city": "Zürich", "unit": "celsius"}'),
+        ToolCallRecord("call_2", "write_file", json.dumps({"path": "a.py", "content": CODE_WITH_MARKERS})),
+        ToolCallRecord("call_3", "search_docs", '{"query": "q", "tags": ["a"], "filters": {"since": 1.5}}'),
+    ]
+    rendered = FORMAT.render_calls(calls)
+    assert rendered.startswith('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"')
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(calls)), rendered)
+    assert [(e.name, json.loads(e.arguments)) for e in only(events, ToolCallEnd)] == [
+        (c.name, json.loads(c.arguments)) for c in calls]
+    assert summarize(events)["content"] == "" and not only(events, Malformed)
+
+
+CODE_WITH_MARKERS = 'print("</tool_call>")\n# <tool_call> {"name": "x"}\npath = "C:\\\\tmp"\n'
+
+
+def test_render_calls_keeps_non_json_arguments_as_a_string() -> None:
+    rendered = FORMAT.render_calls([ToolCallRecord("c", "get_weather", "city=Paris")])
+    assert rendered == '<tool_call>\n{"name": "get_weather", "arguments": "city=Paris"}\n</tool_call>'
+
+
+def test_render_result() -> None:
+    assert FORMAT.render_result("get_weather", '{"temp": 21}') == '<tool_response>\n{"temp": 21}\n</tool_response>'
+
+
+def test_reasoning_and_text_events_are_separate() -> None:
+    events = parse("<think>plan</think>Answer")
+    assert events == [Reasoning("plan"), Text("Answer")]
+
+
+def test_tags_inside_prose_json_are_removed_and_reported() -> None:
+    events = parse('{"name": "Bob", "note": "<tool_<tool_call>call> and </think>"}\nok')
+    assert summarize(events)["content"] == '{"name": "Bob", "note": "<tool_ and "}\nok'
+    assert only(events, Malformed)[0].raw.startswith('{"name": "Bob"')
+    fenced = '```json\n{"name": "Bob", "note": "<tool_call>"}\n```'
+    assert summarize(parse(fenced))["content"] == fenced  # inside a code fence it is a mention
