@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from .errors import InvalidRequest
 
@@ -59,7 +59,7 @@ class ToolDef(_Open):
 class ChatRequest(_Open):
     model: str = Field(min_length=1, max_length=256)
     messages: list[Message] = Field(min_length=1)
-    stream: bool | None = False
+    stream: StrictBool | None = False  # strict: "yes" would stream here but reach the upstream as text
     tools: list[ToolDef] | None = None
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
@@ -72,12 +72,20 @@ class ChatRequest(_Open):
     temperature: float | None = Field(None, ge=0, le=2)
 
 
+_UNION_TAGS = frozenset({"str", "int", "bool", "float", "none"})
+
+
 def _field_path(loc: tuple[Any, ...]) -> str:
+    """``messages[0].role`` from pydantic's loc, without union-member tags like ``list[any]``.
+
+    Tags are exact type names or contain ``[``; a prefix test would also drop real fields
+    such as ``stream`` and ``stream_options``.
+    """
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif not str(part).startswith(("function-", "literal", "str", "list", "dict", "int", "bool", "float")):
+        elif str(part) not in _UNION_TAGS and "[" not in str(part):
             path += f".{part}" if path else str(part)
     return path
 

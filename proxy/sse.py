@@ -28,37 +28,40 @@ class SSEDecoder:
     """Feed text with ``decode``; get complete events. ``flush`` at end of stream."""
 
     def __init__(self) -> None:
-        self._tail = ""
+        self._tail: list[str] = []  # pieces of the unfinished line (never holds a line end)
         self._data: list[str] = []
         self._event: str | None = None
-        self._pending_cr = False
+        self._pending_cr = False  # the last chunk ended in CR: a leading LF next is its CRLF partner
 
     def decode(self, chunk: str) -> list[SSEEvent]:
+        if self._pending_cr and chunk:
+            self._pending_cr = False
+            if chunk.startswith("\n"):
+                chunk = chunk[1:]  # the LF of a CRLF split across chunks
         if not chunk:
             return []
-        if self._pending_cr and chunk.startswith("\n"):
-            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        # A CR always ends a line at once; only a following LF must be skipped, even in the next chunk.
         self._pending_cr = chunk.endswith("\r")
-        text = self._tail + chunk
         events: list[SSEEvent] = []
         start = 0
-        for match in _LINE_END.finditer(text):
-            if match.group() == "\r" and match.end() == len(text):
-                break  # may be the first half of CRLF; decide on the next chunk
-            self._line(text[start : match.start()], events)
+        for match in _LINE_END.finditer(chunk):
+            line = chunk[start : match.start()]
+            if self._tail:
+                line = "".join(self._tail) + line
+                self._tail = []
+            self._line(line, events)
             start = match.end()
-        self._tail = text[start:]
-        if self._tail == "\r":
-            self._line("", events)
-            self._tail = ""
+        if start < len(chunk):
+            self._tail.append(chunk[start:])
         return events
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: an unterminated last line and event still count."""
         events: list[SSEEvent] = []
         if self._tail:
-            self._line(self._tail, events)
-            self._tail = ""
+            self._line("".join(self._tail), events)
+            self._tail = []
+        self._pending_cr = False
         self._line("", events)
         return events
 
