@@ -55,7 +55,8 @@ class RequestInfo:
             self.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
         if chunk.get("usage"):
             self.note_usage(chunk["usage"])
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")
                                             or delta.get("reasoning_content")):

@@ -127,6 +127,7 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
     """
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     message, err_type, code, param = text.strip()[:2000] or f"upstream returned HTTP {status}", None, None, None
+    keep_null_code = False
     try:
         data = json.loads(text)
     except ValueError:
@@ -139,9 +140,13 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
             err_type = err.get("type") if isinstance(err.get("type"), str) else None
             code = err.get("code") if isinstance(err.get("code"), str) else None
             param = err.get("param") if isinstance(err.get("param"), str) else None
+            keep_null_code = "error" in data and "code" in err and err["code"] is None
         elif isinstance(err, str):
             message = err
-    return UpstreamHTTPError(status, message, type=err_type, code=code, param=param)
+    error = UpstreamHTTPError(status, message, type=err_type, code=code, param=param)
+    if keep_null_code:  # an OpenAI-shaped upstream error said code: null; relay it as it was
+        error.code = None
+    return error
 
 
 def _stringify(value: Any) -> str:

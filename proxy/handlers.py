@@ -108,6 +108,11 @@ async def send_stream(request: web.Request, chunks: AsyncIterator[bytes]) -> web
         await _write_quietly(response, encode_json(err.body()))
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
         info.extra["error_code"] = "client_closed"
+    except Exception:  # a bug must still end the stream in OpenAI's shape, not as raw HTTP in the body
+        log.exception("stream failed after it started")
+        err = ProxyError("The server had an error while processing your request.")
+        info.extra["error_code"] = err.code
+        await _write_quietly(response, encode_json(err.body()))
     finally:
         await chunks.aclose()
     return response

@@ -1,22 +1,55 @@
-"""Tool-call arguments: repair sloppy JSON, resolve the tool name, coerce and validate.
+"""Tool-call arguments: resolve the tool name, repair the JSON, coerce and validate.
 
-Runs once per call, at the end of its block (never per chunk). Every repair applied is
-reported by name so the metrics can count them.
+Runs once per call, at the end of its block (never per chunk). ``finalize_call`` is the one
+entry point the formats use; it never raises. Steps, each reporting what it repaired:
 
-PLACEHOLDER IMPLEMENTATION: the public API (ToolIndex, CallOutcome, finalize_call,
-parse_json_lenient) is fixed; the internals are being completed.
+1. Name: exact, else an unambiguous near miss (surrounding whitespace/backticks/quotes, a
+   ``functions.`` style prefix, ``-``/``_``/space, case). Two candidates -> not resolved.
+2. Arguments: ``parse_json_lenient`` (see ``_jsonrepair``); a JSON string holding an object
+   is unwrapped (``double_encoded``).
+3. Lossless coercion to the schema's types: ``"5"`` -> 5, ``"true"`` -> true, 5.0 -> 5,
+   12 -> ``"12"`` for strings, a JSON string for an object/array parameter, one value -> a
+   one-item array, a case-insensitive enum match.
+4. Validation with ``jsonschema`` (the schema's declared draft, else 2020-12). An invalid
+   tool schema is logged, remembered on the index and only its ``required`` list checked.
+5. Canonical JSON.
+
+Repair names (stable; metrics count them): name_quotes, name_prefix, name_separator,
+name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
+invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
+double_encoded, coerce_types, embedded_json, wrap_array, enum_case.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-import json5
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
+from ._jsonrepair import parse_json_lenient
 from .base import ToolSpec
+
+__all__ = ["CallOutcome", "ToolIndex", "canonical_json", "finalize_call", "parse_json_lenient"]
+
+logger = logging.getLogger(__name__)
+
+_NAME_WRAPPERS = "`'\""
+_NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.", "default_api.")
+_MAX_SHOWN_TOOLS = 20
+_MAX_ERRORS = 3
+_MAX_DEPTH = 64
+_INT = re.compile(r"-?\d{1,300}")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,300})(?:\.\d{1,300})?(?:[eE][+-]?\d{1,4})?")
+_NO = object()  # "this conversion does not apply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,56 +66,429 @@ class CallOutcome:
         return self.error is None
 
 
+# ---- names -------------------------------------------------------------------------------
+
+
+def _unify_separators(name: str) -> str:
+    return name.replace("-", "_").replace(" ", "_")
+
+
+def _fold(name: str) -> str:
+    return _unify_separators(name).casefold()
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class ToolIndex:
-    """The request's tools by name, with unambiguous fuzzy name resolution."""
+    """The request's tools by name: near-miss name resolution and cached validators.
+
+    Built once per request; validators are compiled lazily, only for tools actually called.
+    ``schema_problems`` maps a tool name to why its schema could not be used.
+    """
 
     def __init__(self, tools: Sequence[ToolSpec]) -> None:
-        self.tools = {t.name: t for t in tools}
+        self.tools: dict[str, ToolSpec] = {}
+        for spec in tools:
+            self.tools.setdefault(spec.name, spec)
+        self._levels: list[tuple[Callable[[str], str], dict[str, list[str]], tuple[str, ...]]] = [
+            (key, self._group(key), repairs)
+            for key, repairs in (
+                (_unify_separators, ("name_separator",)),
+                (str.casefold, ("name_case",)),
+                (_fold, ("name_separator", "name_case")),
+            )
+        ]
+        self._validators: dict[str, Validator | None] = {}
+        self.schema_problems: dict[str, str] = {}
+
+    def _group(self, key: Callable[[str], str]) -> dict[str, list[str]]:
+        groups: dict[str, list[str]] = {}
+        for name in self.tools:
+            groups.setdefault(key(name), []).append(name)
+        return groups
+
+    def _match(self, name: str) -> tuple[list[str], tuple[str, ...]]:
+        """Candidates at the first level that has any: exact, separators, case, both."""
+        if name in self.tools:
+            return [name], ()
+        for key, groups, repairs in self._levels:
+            found = groups.get(key(name))
+            if found:
+                return found, repairs
+        return [], ()
+
+    def _lookup(self, name: str) -> tuple[list[str], tuple[str, ...]]:
+        """Try the name as written, without wrapping quotes, then without a known prefix."""
+        if not isinstance(name, str):
+            return [], ()
+        current, repairs = name.strip(), ()
+        unwrapped = current.strip(_NAME_WRAPPERS).strip()
+        if unwrapped != current:
+            current, repairs = unwrapped, ("name_quotes",)
+        found, extra = self._match(current)
+        if found:
+            return found, repairs + extra
+        lowered = current.casefold()
+        for prefix in _NAME_PREFIXES:
+            if lowered.startswith(prefix) and len(current) > len(prefix):
+                found, extra = self._match(current[len(prefix) :])
+                return found, (*repairs, "name_prefix", *extra)
+        return [], ()
 
     def resolve(self, name: str) -> tuple[str | None, tuple[str, ...]]:
         """Map a model-written name to a tool name: ``(name or None, repairs applied)``."""
-        name = name.strip()
-        if name in self.tools:
-            return name, ()
-        return None, ()
+        found, repairs = self._lookup(name)
+        return (found[0], repairs) if len(found) == 1 else (None, ())
 
-    def __contains__(self, name: str) -> bool:
-        return self.resolve(name)[0] is not None
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.resolve(name)[0] is not None
+
+    def describe_unresolved(self, name: str) -> str:
+        """Why ``name`` did not resolve, in words a model can act on in a re-ask."""
+        shown = _clip(name if isinstance(name, str) else repr(name))
+        found, _ = self._lookup(name)
+        if len(found) > 1:
+            return f"ambiguous tool name {shown!r}: could be {', '.join(sorted(found))}"
+        if not self.tools:
+            return f"unknown tool {shown!r}; no tools are available"
+        names = list(self.tools)
+        listed = ", ".join(names[:_MAX_SHOWN_TOOLS]) + (", …" if len(names) > _MAX_SHOWN_TOOLS else "")
+        return f"unknown tool {shown!r}; available: {listed}"
+
+    def validator(self, name: str) -> Validator | None:
+        """The compiled validator for tool ``name``; ``None`` when its schema is unusable."""
+        if name not in self._validators:
+            self._validators[name] = self._compile(name)
+        return self._validators[name]
+
+    def _compile(self, name: str) -> Validator | None:
+        schema = self.tools[name].parameters
+        if not isinstance(schema, Mapping):
+            self._note_problem(name, "parameters is not a JSON object")
+            return None
+        try:
+            cls = validator_for(schema, default=Draft202012Validator)
+            cls.check_schema(schema)
+            return cls(schema)
+        # The schema comes from the client and jsonschema's failure modes are open-ended
+        # (SchemaError, TypeError on odd "$schema" values, ...): note it and skip validation.
+        except Exception as exc:
+            self._note_problem(name, str(exc).split("\n", 1)[0])
+            return None
+
+    def _note_problem(self, name: str, problem: str) -> None:
+        self.schema_problems[name] = _clip(problem, 200)
+        logger.warning("tool %r: unusable parameters schema, arguments not validated: %s", name, problem[:200])
+
+    def validate(self, name: str, value: dict[str, Any]) -> str | None:
+        """A short error for the model, or ``None`` when ``value`` fits tool ``name``'s schema."""
+        validator = self.validator(name)
+        if validator is not None:
+            try:
+                errors = list(islice(validator.iter_errors(value), 10))
+            except RecursionError:
+                return "arguments are nested too deeply"
+            except Exception as exc:  # unresolvable $ref, bad regex: a schema problem, not the model's
+                self._note_problem(name, str(exc).split("\n", 1)[0])
+                self._validators[name] = None
+            else:
+                return _describe_errors(errors)
+        return _missing_required(self.tools[name].parameters, value)
+
+
+# ---- validation messages --------------------------------------------------------------------
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return _clip(text, 80)
+
+
+def _describe(err: ValidationError) -> str:
+    """One validation error as a short sentence naming the parameter."""
+    where = _path(err.absolute_path)
+    kind, expected, instance = err.validator, err.validator_value, err.instance
+    if kind == "required" and isinstance(instance, Mapping) and isinstance(expected, list):
+        missing = [r for r in expected if r not in instance] or ["?"]  # one error per missing name
+        return "; ".join(f"missing required parameter '{_path([*err.absolute_path, m])}'" for m in missing)
+    if kind == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return f"'{where}' must be {wanted}" if where else f"arguments must be {wanted}"
+    if kind == "enum" and isinstance(expected, list):
+        options = ", ".join(json.dumps(v, ensure_ascii=False) for v in expected[:10])
+        return f"'{where or 'arguments'}' must be one of: {_clip(options, 200)}"
+    if kind == "additionalProperties" and expected is False and isinstance(instance, Mapping):
+        known = err.schema.get("properties") or {}
+        extra = next((k for k in instance if k not in known), "?")
+        return f"unexpected parameter '{_path([*err.absolute_path, extra])}'"
+    message = _clip(err.message, 160)
+    return f"'{where}': {message}" if where else message
+
+
+def _describe_errors(errors: list[ValidationError]) -> str | None:
+    if not errors:
+        return None
+    errors.sort(key=lambda e: len(e.absolute_path))
+    messages = list(dict.fromkeys(_describe(e) for e in errors))
+    return "; ".join(messages[:_MAX_ERRORS])
+
+
+def _missing_required(schema: Any, value: Mapping[str, Any]) -> str | None:
+    """The check left when a schema is unusable: its top-level ``required`` list."""
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    if isinstance(required, list):
+        for name in required:
+            if isinstance(name, str) and name not in value:
+                return f"missing required parameter '{name}'"
+    return None
+
+
+# ---- coercion ------------------------------------------------------------------------------
+
+
+def _matches(value: Any, kind: str) -> bool:
+    """Whether ``value`` is of JSON Schema type ``kind`` (unknown kinds: let the validator judge)."""
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind == "array":
+        return isinstance(value, list)
+    return True
+
+
+def _pointer(root: Any, pointer: str) -> Any:
+    """Resolve a local JSON pointer (``/$defs/x``) in ``root``; ``None`` if it goes nowhere."""
+    node = root
+    for raw in pointer.split("/")[1:] if pointer else ():
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+class _Coercer:
+    """Walks a value along its schema and converts what converts without loss.
+
+    Never mutates the input: containers are rebuilt. Records every change in ``repairs``.
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.repairs: list[str] = []
+
+    def _deref(self, schema: Any) -> Mapping[str, Any] | None:
+        for _ in range(16):
+            if not isinstance(schema, Mapping):
+                return None
+            ref = schema.get("$ref")
+            target = _pointer(self.root, ref[1:]) if isinstance(ref, str) and ref.startswith("#") else None
+            if not isinstance(target, Mapping):
+                return schema
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            schema = {**target, **rest} if rest else target
+        return schema if isinstance(schema, Mapping) else None
+
+    def _types(self, schema: Mapping[str, Any], depth: int) -> tuple[str, ...]:
+        kind = schema.get("type")
+        if isinstance(kind, str):
+            return (kind,)
+        if isinstance(kind, list):
+            return tuple(k for k in kind if isinstance(k, str))
+        branches = schema.get("anyOf") or schema.get("oneOf")
+        if isinstance(branches, list) and depth < _MAX_DEPTH:
+            found: list[str] = []
+            for branch in branches:
+                resolved = self._deref(branch)
+                kinds = self._types(resolved, depth + 1) if resolved is not None else ()
+                if not kinds:
+                    return ()
+                found.extend(kinds)
+            return tuple(dict.fromkeys(found))
+        if "properties" in schema:
+            return ("object",)
+        return ("array",) if "items" in schema or "prefixItems" in schema else ()
+
+    def coerce(self, value: Any, schema: Any, depth: int = 0) -> Any:
+        resolved = self._deref(schema)
+        if resolved is None or depth > _MAX_DEPTH:
+            return value
+        types = self._types(resolved, depth)
+        if types and not any(_matches(value, t) for t in types):
+            value = self._convert(value, types, resolved, depth)
+        elif isinstance(value, float) and value.is_integer() and "integer" in types and "number" not in types:
+            value = self._note(int(value), "coerce_types")
+        value = self._fix_enum(value, resolved)
+        branches = resolved.get("allOf")
+        for branch in branches if isinstance(branches, list) else ():
+            value = self.coerce(value, branch, depth + 1)
+        if isinstance(value, dict):
+            return self._object(value, resolved, depth)
+        if isinstance(value, list):
+            return self._array(value, resolved, depth)
+        return value
+
+    def _note(self, value: Any, repair: str) -> Any:
+        self.repairs.append(repair)
+        return value
+
+    def _convert(self, value: Any, types: tuple[str, ...], schema: Mapping[str, Any], depth: int) -> Any:
+        for kind in types:
+            mark = len(self.repairs)
+            converted = self._convert_to(value, kind, schema, depth)
+            if converted is not _NO:
+                return converted
+            del self.repairs[mark:]
+        return value
+
+    def _convert_to(self, value: Any, kind: str, schema: Mapping[str, Any], depth: int) -> Any:
+        if isinstance(value, str):
+            converted = self._from_string(value.strip(), kind)
+            if converted is not _NO:
+                return converted
+        elif kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
+            return self._note(json.dumps(value), "coerce_types")
+        if kind == "array" and value is not None and not isinstance(value, list):
+            if isinstance(value, str) and value.lstrip().startswith("["):
+                return _NO  # a broken array, not a single item
+            items = self._deref(schema.get("items"))
+            item = self.coerce(value, items, depth + 1) if items is not None else value
+            item_types = self._types(items, depth) if items is not None else ()
+            if not item_types or any(_matches(item, t) for t in item_types):
+                return self._note([item], "wrap_array")
+        return _NO
+
+    def _from_string(self, text: str, kind: str) -> Any:
+        if kind == "integer" and _INT.fullmatch(text):
+            return self._note(int(text), "coerce_types")
+        if kind == "number" and _NUMBER.fullmatch(text):
+            number = json.loads(text)
+            return self._note(number, "coerce_types") if math.isfinite(number) else _NO
+        if kind == "boolean" and text.lower() in ("true", "false"):
+            return self._note(text.lower() == "true", "coerce_types")
+        if kind == "null" and text == "null":
+            return self._note(None, "coerce_types")
+        if kind in ("array", "object") and text[:1] in ("[", "{"):
+            parsed = parse_json_lenient(text)
+            if parsed is not None and _matches(parsed[0], kind):
+                self.repairs.extend(("embedded_json", *parsed[1]))
+                return parsed[0]
+        return _NO
+
+    def _fix_enum(self, value: Any, schema: Mapping[str, Any]) -> Any:
+        options = schema.get("enum")
+        if not isinstance(value, str) or not isinstance(options, list) or value in options:
+            return value
+        folded = value.strip().casefold()
+        found = [o for o in options if isinstance(o, str) and o.casefold() == folded]
+        return self._note(found[0], "enum_case") if len(found) == 1 else value
+
+    def _object(self, value: dict[str, Any], schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
+        props = schema.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        extra = schema.get("additionalProperties")
+        if not props and not isinstance(extra, Mapping):
+            return value
+        return {k: self.coerce(v, props.get(k, extra), depth + 1) for k, v in value.items()}
+
+    def _array(self, value: list[Any], schema: Mapping[str, Any], depth: int) -> list[Any]:
+        prefix = schema.get("prefixItems")
+        prefix = prefix if isinstance(prefix, list) else []
+        items = schema.get("items")
+        if not prefix and not isinstance(items, Mapping):
+            return value
+        return [self.coerce(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(value)]
+
+
+# ---- the entry points ----------------------------------------------------------------------
 
 
 def canonical_json(value: Any) -> str:
-    """The arguments string we hand clients: compact, UTF-8, key order kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """The arguments string we hand clients: compact, UTF-8, key order kept.
+
+    Raises ``ValueError`` for NaN/Infinity and ``TypeError`` for non-JSON values. Lone
+    surrogates (legal in JSON escapes, not in UTF-8) are kept as ``\\uXXXX`` escapes.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text
 
 
-def parse_json_lenient(raw: str) -> tuple[Any, tuple[str, ...]] | None:
-    """Parse JSON, repairing when needed: ``(value, repairs)`` or ``None`` if hopeless."""
+def _json_error(raw: str) -> str:
+    """Strict ``json``'s complaint about ``raw``, for the re-ask."""
     try:
-        return json.loads(raw), ()
-    except ValueError:
-        pass
-    try:
-        return json5.loads(raw), ("json5",)
-    except ValueError:
-        return None
+        json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except (ValueError, RecursionError) as exc:
+        return _clip(str(exc) or type(exc).__name__, 100)
+    return "NaN and Infinity are not valid JSON"
+
+
+def _parse_arguments(raw: Any) -> tuple[dict[str, Any], tuple[str, ...]] | str:
+    """Raw arguments as a dict plus repairs, or an error message."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, ()
+    if isinstance(raw, Mapping):
+        return dict(raw), ()
+    if not isinstance(raw, str):
+        return f"arguments must be a JSON object, got {type(raw).__name__}"
+    parsed = parse_json_lenient(raw)
+    if parsed is None:
+        return f"arguments are not valid JSON: {_json_error(raw)}"
+    value, repairs = parsed
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        inner = parse_json_lenient(value)
+        if inner is not None and isinstance(inner[0], dict):
+            value, repairs = inner[0], (*repairs, "double_encoded", *inner[1])
+    if not isinstance(value, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+        return f"arguments must be a JSON object, got {kind}"
+    return value, repairs
 
 
 def finalize_call(index: ToolIndex, name: str, raw_arguments: str | Mapping[str, Any] | None) -> CallOutcome:
     """Resolve the name, parse/repair the arguments, coerce to the schema, validate."""
-    resolved, name_repairs = index.resolve(name)
+    shown = name if isinstance(name, str) else ""
+    resolved, repairs = index.resolve(shown)
     if resolved is None:
-        return CallOutcome(name, None, (), f"unknown tool {name!r}")
-    repairs: tuple[str, ...] = name_repairs
-    if raw_arguments is None or raw_arguments == "":
-        value: Any = {}
-    elif isinstance(raw_arguments, str):
-        parsed = parse_json_lenient(raw_arguments)
-        if parsed is None:
-            return CallOutcome(resolved, None, repairs, "arguments are not valid JSON")
-        value, extra = parsed
-        repairs += extra
-    else:
-        value = dict(raw_arguments)
-    if not isinstance(value, dict):
-        return CallOutcome(resolved, None, repairs, "arguments must be a JSON object")
-    return CallOutcome(resolved, canonical_json(value), repairs)
+        return CallOutcome(shown.strip(), None, (), index.describe_unresolved(shown))
+    parsed = _parse_arguments(raw_arguments)
+    if isinstance(parsed, str):
+        return CallOutcome(resolved, None, repairs, parsed)
+    value, arg_repairs = parsed
+    coercer = _Coercer(index.tools[resolved].parameters)
+    arguments: str | None = None
+    try:
+        value = coercer.coerce(value, index.tools[resolved].parameters)
+        error = index.validate(resolved, value)
+        if error is None:
+            arguments = canonical_json(value)
+    except RecursionError:
+        error = "arguments are nested too deeply"
+    except (ValueError, TypeError) as exc:
+        error = f"arguments cannot be encoded as JSON: {_clip(str(exc), 80)}"
+    all_repairs = tuple(dict.fromkeys((*repairs, *arg_repairs, *coercer.repairs)))
+    return CallOutcome(resolved, arguments, all_repairs, error)

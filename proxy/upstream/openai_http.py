@@ -163,9 +163,11 @@ class OpenAIUpstream:
         session = await self._session_ready()
         headers = {"Content-Type": content_type} if content_type else {}
         try:
-            return await session.request(method, self._base + path, data=body or None, headers=headers)
+            resp = await session.request(method, self._base + path, data=body or None, headers=headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _map_client_error(exc, self.name) from None
+        await self._raise_for_status(resp)  # errors in OpenAI's shape, with any echoed key masked
+        return resp
 
 
 async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> AsyncIterator[str]:
