@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -141,7 +142,7 @@ def _model_card(name: str) -> dict[str, Any]:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return web.json_response({"status": "ok", "pid": os.getpid()})  # the pid tells workers apart
 
 
 async def readyz(request: web.Request) -> web.Response:

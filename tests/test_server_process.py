@@ -25,8 +25,10 @@ USER = [{"role": "user", "content": "hi"}]
 async def start_serve(rules: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes],
                                                                                          str]:
     port = free_port()
+    log = rules.parent / f"serve-{port}.log"  # a file, not a pipe: an undrained pipe would block the logs
     proc = subprocess.Popen([*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
-                            env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"))
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         for _ in range(150):
@@ -37,7 +39,7 @@ async def start_serve(rules: Path, *extra: str, env: dict[str, str] | None = Non
             except aiohttp.ClientError:
                 pass
             if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited")
+                raise AssertionError(log.read_text())
             await asyncio.sleep(0.1)
     proc.kill()
     raise AssertionError("toolshim serve did not start")
@@ -61,7 +63,15 @@ async def test_two_workers_metrics_add_up(tmp_path: Path, fake_upstream: FakeUps
     proc, url = await start_serve(rules, "--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)})
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
-            results = await asyncio.gather(*(post_chat(session, url) for _ in range(60)))
+            pids: set[int] = set()
+            for _ in range(300):  # the second worker may still be starting: wait until both answer
+                async with session.get(url + "/healthz") as resp:
+                    pids.add((await resp.json())["pid"])
+                if len(pids) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(pids) == 2, "the second worker never answered"
+            results = await asyncio.gather(*(post_chat(session, url) for _ in range(200)))
             assert all(status == 200 for status, _ in results)
             async with session.get(url + "/metrics") as resp:
                 text = await resp.text()
@@ -70,7 +80,7 @@ async def test_two_workers_metrics_add_up(tmp_path: Path, fake_upstream: FakeUps
             for sample in family.samples:
                 if sample.name == "toolshim_requests_total" and sample.labels.get("status") == "2xx":
                     total += sample.value
-        assert total == 60
+        assert total == 200
         pids = {p.stem.rsplit("_", 1)[-1] for p in metrics_dir.glob("counter_*.db")}
         assert len(pids) == 2, f"requests were not served by two workers: {pids}"
     finally:
