@@ -95,7 +95,7 @@ async def _wait_healthy(url: str, proc: asyncio.subprocess.Process) -> None:
             assert proc.returncode is None, "toolshim serve exited early"
             try:
                 async with session.get(url + "/healthz") as resp:
-                    if resp.status == 200 and await resp.json() == {"status": "ok"}:
+                    if resp.status == 200 and (await resp.json())["status"] == "ok":
                         return
             except aiohttp.ClientConnectionError:
                 pass
