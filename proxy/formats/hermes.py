@@ -16,11 +16,13 @@ States (``_State``; one ``_step_*`` method each, ``_close_*`` for the end of out
 
 * TEXT: prose. ``<tool_call>`` -> BLOCK_OPEN (or the cut); ``<think>`` -> THINK; ``{`` at a line
   start -> CANDIDATE; ````` -> CANDIDATE when a call-like object opens a json/bare fence, else
-  FENCE; ``<tool_response>`` -> DONE (a hallucinated result); stray closing tags are dropped; a tag
-  right after a backtick is a mention and stays text.
+  FENCE; ``<tool_response>`` -> DONE (a hallucinated result); stray closing tags, a ``<tool_call``
+  that never closes (Malformed) and text that would spell a tag across removed markup are dropped;
+  a tag right after a backtick is a mention and stays text.
 * THINK: Reasoning until ``</think>`` -> TEXT.  FENCE: a code fence in prose, text until ````` -> TEXT.
 * CANDIDATE: a bare ``{``: a bounded prefix check (``{"name"`` ...), then the object is held
-  (up to ``_BARE_CAP``) until balanced -> a call (TEXT, or FENCE_TAIL in a fence) or text.
+  (up to ``_BARE_CAP``) until balanced -> a call (TEXT, or FENCE_TAIL in a fence) or text (tags
+  inside it removed and reported, unless it sits in a code fence).
 * FENCE_TAIL: after a fenced call: its closing ````` is dropped -> TEXT.
 * BLOCK_OPEN: after ``<tool_call>``: ``{`` -> BLOCK_OBJECT, anything else -> BLOCK_RAW.
 * BLOCK_OBJECT: the object, scanned incrementally: ToolCallStart once ``"name"`` is read,
@@ -938,26 +940,31 @@ class HermesFormat:
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
         sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
+        # Qwen2.5's own template wording (what Qwen and Hermes models are trained on) with the shared
+        # tool list; the choice sentence last, where small models heed it best.
         return "\n".join([
             "# Tools",
             "",
-            "You can call these tools:",
+            "You may call one or more functions to assist with the user query.",
             "",
+            "You are provided with function signatures within <tools></tools> XML tags:",
+            "<tools>",
             describe_tools(tools),
+            "</tools>",
             "",
-            choice_instruction(tool_choice, parallel),
-            "",
-            'To call a tool, write one JSON object with the tool\'s "name" and its "arguments" object, '
-            "inside <tool_call></tool_call> tags:",
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:",
             "<tool_call>",
-            '{"name": <tool-name>, "arguments": <arguments-json-object>}',
+            '{"name": <function-name>, "arguments": <args-json-object>}',
             "</tool_call>",
-            "Each call goes in its own <tool_call></tool_call> tags. Write strict JSON (double quotes, "
-            "newlines inside strings as \\n). After a call, stop: the result comes back inside "
+            "Each call goes in its own <tool_call></tool_call> tags, as strict JSON (double quotes, newlines "
+            "inside strings as \\n). After a call, stop: the result comes back inside "
             "<tool_response></tool_response> tags.",
             "",
-            "Example:",
+            "For example:",
             _render_call(sample.name, _example_arguments(sample)),
+            "",
+            choice_instruction(tool_choice, parallel),
         ])
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
