@@ -64,6 +64,24 @@ def _choice(raw: dict[str, Any], tools: list[ToolSpec]) -> ToolChoice:
     return choice
 
 
+def merge_adjacent_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join back-to-back plain-text user messages (a tool result, then the user's next turn).
+
+    Many chat templates (Gemma, some Llama/Mistral ones) reject two user turns in a row.
+    Messages with content-part lists (images) are left as they are.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.get("role") == message.get("role") == "user"
+                and isinstance(prev.get("content"), str) and isinstance(message.get("content"), str)
+                and set(prev) <= {"role", "content"} and set(message) <= {"role", "content"}):
+            out[-1] = {"role": "user", "content": prev["content"] + "\n\n" + message["content"]}
+        else:
+            out.append(message)
+    return out
+
+
 def merge_stops(format_stops: tuple[str, ...], client_stop: str | list[str] | None, limit: int) -> list[str]:
     """The format's stop sequences first, then the client's, without duplicates, up to ``limit``."""
     client = [client_stop] if isinstance(client_stop, str) else list(client_stop or [])
@@ -88,7 +106,7 @@ def build_plan(raw: dict[str, Any], rule: ModelRule, fmt: ToolFormat, upstream_m
     if choice.mode == "none":
         offered = []
     max_calls = rule.call_limit(parallel)
-    messages = render_history(fmt, list(raw["messages"]))
+    messages = merge_adjacent_user_turns(render_history(fmt, list(raw["messages"])))
     if offered:
         messages = merge_system_prompt(messages, fmt.render_tools(offered, choice, max_calls > 1))
     body = {k: v for k, v in raw.items() if k not in TOOL_FIELDS}

@@ -7,6 +7,7 @@ pieces, so every registered format is checked the same way, stream and non-strea
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -358,3 +359,19 @@ async def test_requests_without_tools_pass_through(start_proxy, fake_upstream) -
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "Hi there"
     assert "stop" not in fake_upstream.requests[-1]
+
+
+async def test_tool_result_then_new_user_turn_is_one_user_message(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes"))
+    fake_upstream.script(Reply(pieces=text_stream(["Berlin is cloudy."])))
+    messages = [*USER,
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "21 C"},
+                {"role": "user", "content": "And Berlin?"}]
+    await ask(proxy, False, messages=messages)
+    sent = fake_upstream.requests[-1]["messages"]
+    roles = [m["role"] for m in sent]
+    assert all(a != b for a, b in itertools.pairwise(roles)), roles
+    assert "21 C" in sent[-1]["content"] and sent[-1]["content"].endswith("And Berlin?")
