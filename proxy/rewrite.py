@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidRequest
-from .formats import ToolChoice, ToolFormat, ToolSpec
+from .formats import ToolCallRecord, ToolChoice, ToolFormat, ToolSpec
 from .formats.history import merge_system_prompt, render_history
 from .rules import ModelRule
 
@@ -82,6 +82,17 @@ def merge_adjacent_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
+def format_stops(fmt: ToolFormat, max_calls: int) -> tuple[str, ...]:
+    """The format's stop sequences; with several calls allowed, none that would end the turn
+    between two call blocks (hermes' ``</tool_call>``), so the model can write them all."""
+    stops = fmt.stop_sequences()
+    if max_calls <= 1:
+        return stops
+    sample = ToolCallRecord("call_1", "tool_name", '{"key": "value"}')
+    two_calls = fmt.render_calls([sample, sample])
+    return tuple(stop for stop in stops if stop not in two_calls)
+
+
 def merge_stops(format_stops: tuple[str, ...], client_stop: str | list[str] | None, limit: int) -> list[str]:
     """The format's stop sequences first, then the client's, without duplicates, up to ``limit``."""
     client = [client_stop] if isinstance(client_stop, str) else list(client_stop or [])
@@ -112,7 +123,7 @@ def build_plan(raw: dict[str, Any], rule: ModelRule, fmt: ToolFormat, upstream_m
     body = {k: v for k, v in raw.items() if k not in TOOL_FIELDS}
     body["model"] = upstream_model
     body["messages"] = messages
-    stops = merge_stops(fmt.stop_sequences() if offered else (), raw.get("stop"), rule.max_stop_sequences)
+    stops = merge_stops(format_stops(fmt, max_calls) if offered else (), raw.get("stop"), rule.max_stop_sequences)
     if stops:
         body["stop"] = stops
     else:

@@ -375,3 +375,16 @@ async def test_tool_result_then_new_user_turn_is_one_user_message(start_proxy, f
     roles = [m["role"] for m in sent]
     assert all(a != b for a, b in itertools.pairwise(roles)), roles
     assert "21 C" in sent[-1]["content"] and sent[-1]["content"].endswith("And Berlin?")
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+async def test_parallel_calls_drop_stops_that_end_a_block(start_proxy, fake_upstream, fmt: str) -> None:
+    proxy = await start_proxy(models=emulated(fmt, max_tool_calls=3))
+    fake_upstream.script(Reply(pieces=text_stream(["ok"])))
+    await ask(proxy, False, parallel_tool_calls=True)
+    sent_stops = fake_upstream.requests[-1].get("stop", [])
+    two = "\n".join(call_text(fmt, args={"city": c}) for c in ("A", "B"))
+    assert not any(stop in two for stop in sent_stops), sent_stops
+    await ask(proxy, False, parallel_tool_calls=False)
+    assert fake_upstream.requests[-1].get("stop", [])[: len(get_format(fmt).stop_sequences())] == \
+        list(get_format(fmt).stop_sequences())
