@@ -1,11 +1,16 @@
-"""Small text helpers shared by the streaming parsers: marker hold-back and think-tag scanning.
+"""Small text helpers shared by the streaming parsers: marker hold-back, marker search, event buffering.
 
-Nothing here keeps state; the parsers own their cursors.
+The functions keep no state (the parsers own their cursors); ``EventBuffer`` holds only the
+events of one ``feed``/``close`` call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+from .base import Event, Reasoning, Text
+
+TextKind = type[Text] | type[Reasoning]
 
 # Past this many characters a held-back tail that still looks like a marker prefix is flushed
 # as text (rule 4 of the parser rules: bounded hold-back).
@@ -36,3 +41,44 @@ def find_first(text: str, markers: Iterable[str], start: int = 0) -> tuple[int, 
         if pos != -1 and (found is None or pos < found[0] or (pos == found[0] and len(marker) > len(found[1]))):
             found = (pos, marker)
     return found
+
+
+class EventBuffer:
+    """The events of one ``feed``/``close`` call, with adjacent text of one kind joined.
+
+    Parsers emit text in many small pieces; gathering a run in a list and joining it once when
+    another kind or event follows keeps the output short and the cost linear.
+    """
+
+    __slots__ = ("_events", "_kind", "_run")
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._kind: TextKind = Text
+        self._run: list[str] = []
+
+    def text(self, kind: TextKind, piece: str) -> None:
+        """Queue visible text (``Text`` or ``Reasoning``); empty pieces are dropped."""
+        if piece:
+            if kind is not self._kind:
+                self._flush()
+                self._kind = kind
+            self._run.append(piece)
+
+    def push(self, event: Event) -> None:
+        """Queue a non-text event after the text so far."""
+        if self._run:
+            self._flush()
+        self._events.append(event)
+
+    def take(self) -> list[Event]:
+        """Everything queued since the last ``take``, oldest first; the buffer is empty afterwards."""
+        if self._run:  # checked here: ``take`` runs once per ``feed``, mostly with no text pending
+            self._flush()
+        events, self._events = self._events, []
+        return events
+
+    def _flush(self) -> None:
+        if self._run:
+            self._events.append(self._kind("".join(self._run)))
+            self._run = []

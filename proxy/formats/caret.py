@@ -51,8 +51,9 @@ from enum import Enum, IntEnum, auto
 from typing import Any
 
 from ._args import ToolIndex, finalize_call, parse_json_lenient
+from ._caret_header import BLOCK_SCALARS, Header
 from ._prompt import choice_instruction, describe_tools
-from ._text import MAX_HOLDBACK, partial_marker_len
+from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
     Event,
     FinishReason,
@@ -79,9 +80,6 @@ _SCAN = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)|<think>")
 _SCAN_FENCED = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)")
 _CARETS = re.compile(r"\^+[ \t]*")
 _KEY = re.compile(r"[A-Za-z_][\w.\-]*")
-_KEY_LINE = re.compile(r"([ \t]*)([A-Za-z_][\w.\-]*)[ \t]*:[ \t]*(.*)")
-_ITEM_LINE = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
-_BLOCK_SCALARS = frozenset({"|", "|-", "|+", ">", ">-", ">+"})
 _LONG_CONTENT = 80  # `content` strings longer than this are rendered in the body
 
 
@@ -120,177 +118,6 @@ def _line_kind(line: str, complete: bool, fenced: bool) -> tuple[_Line, str]:
     return (_Line.WAIT, "") if _OPENER_PREFIX.fullmatch(line) else stray
 
 
-# ---- header values ------------------------------------------------------------------------
-
-
-def _schema_types(schema: Mapping[str, Any], depth: int = 0) -> frozenset[str]:
-    """The JSON types a property accepts (empty when the schema does not say)."""
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return frozenset({kind})
-    if isinstance(kind, list):
-        return frozenset(k for k in kind if isinstance(k, str))
-    if isinstance(schema.get("enum"), list):
-        return frozenset(_json_type(v) for v in schema["enum"])
-    subs = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(subs, list) and depth < 8:  # bounded: the schema comes from the client
-        return frozenset().union(*(_schema_types(s, depth + 1) for s in subs if isinstance(s, Mapping)))
-    return frozenset()
-
-
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), "null")
-
-
-def _scalar(text: str, schema: Mapping[str, Any], block: bool) -> tuple[Any, tuple[str, ...]]:
-    """Type one header value by its schema: strings stay strings, other types parse as JSON."""
-    types = _schema_types(schema)
-    if block:  # a YAML block scalar is raw text unless the schema wants something else
-        if not types or "string" in types:
-            return text, ()
-    else:
-        text = text.strip()
-        if len(text) >= 2 and text[0] == text[-1] == '"':
-            try:
-                quoted = json.loads(text)
-            except ValueError:
-                quoted = None
-            if isinstance(quoted, str):
-                return quoted, ()
-        if types and types <= {"string"}:
-            return text, ()
-    if not types:  # untyped: plain JSON literals are values, everything else is a string
-        try:
-            return json.loads(text), ()
-        except ValueError:
-            return text, ()
-    if "boolean" in types and text.lower() in ("true", "false"):
-        return text.lower() == "true", ()
-    parsed = parse_json_lenient(text)
-    if parsed is None:
-        return text, ()
-    kind = _json_type(parsed[0])
-    fits = kind in types or (kind == "integer" and "number" in types)
-    return parsed if fits or "string" not in types else (text, ())
-
-
-@dataclass(slots=True)
-class _Field:
-    values: list[str] = field(default_factory=list)
-    listy: bool = False  # written as a YAML list or a repeated key
-    block: bool = False  # written as a YAML block scalar
-
-
-@dataclass(slots=True)
-class _Scalar:
-    """An open YAML block scalar (``key: |``): its key, indentation and collected lines."""
-
-    key: str
-    indent: int
-    style: str
-    lines: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        """De-indent and join like YAML: ``|`` keeps lines, ``>`` folds them; ``-``/``+`` chomp."""
-        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in self.lines if ln.strip()]
-        cut = min(indents, default=0)
-        body = [ln[cut:] for ln in self.lines]
-        joined = " ".join(ln for ln in body if ln) if self.style[0] == ">" else "\n".join(body)
-        if self.style.endswith("+"):
-            return joined + "\n"
-        stripped = joined.rstrip("\n")
-        return stripped if self.style.endswith("-") or not stripped else stripped + "\n"
-
-
-@dataclass(slots=True)
-class _Header:
-    """The header lines of one block, parsed line by line."""
-
-    fields: dict[str, _Field] = field(default_factory=dict)
-    last: str | None = None
-    error: str | None = None
-    json_lines: list[str] | None = None
-    scalar: _Scalar | None = None
-
-    def add(self, line: str) -> None:
-        """One header line (``^^^`` and ``---`` lines are handled by the parser)."""
-        if self.json_lines is not None:
-            self.json_lines.append(line)
-            return
-        if self.scalar is not None:
-            if not line.strip() or len(line) - len(line.lstrip(" \t")) > self.scalar.indent:
-                self.scalar.lines.append(line)
-                return
-            self.end_scalar()
-        self._add_plain(line)
-
-    def _add_plain(self, line: str) -> None:
-        item = _ITEM_LINE.fullmatch(line)
-        key = _KEY_LINE.fullmatch(line)
-        if item is not None and not key:
-            if self.last is None:
-                self.error = self.error or "list item before any key"
-                return
-            fld = self.fields[self.last]
-            fld.listy = True
-            fld.values.append(item.group(1) or "")
-        elif key is not None:
-            indent, name, value = key.group(1), key.group(2), key.group(3).rstrip()
-            fld = self.fields.get(name)
-            if fld is None:
-                fld = self.fields[name] = _Field()
-            else:  # a repeated key makes an array
-                fld.listy = True
-            self.last = name
-            if value in _BLOCK_SCALARS:
-                fld.block = True
-                self.scalar = _Scalar(name, len(indent), value)
-            elif value:
-                fld.values.append(value)
-        elif line.strip() and not self.fields and line.lstrip().startswith("{"):
-            self.json_lines = [line]
-        elif line.strip():
-            self.error = self.error or f"unexpected header line {line[:40]!r}"
-
-    def end_scalar(self) -> None:
-        if self.scalar is not None:
-            self.fields[self.scalar.key].values.append(self.scalar.text())
-            self.scalar = None
-
-    def arguments(self, schema: Mapping[str, Any]) -> tuple[dict[str, Any] | str, tuple[str, ...]]:
-        """The typed arguments (or the raw JSON header text) and the repairs applied."""
-        self.end_scalar()
-        if self.json_lines is not None:
-            return "\n".join(self.json_lines), ()
-        props = schema.get("properties")
-        props = props if isinstance(props, Mapping) else {}
-        args: dict[str, Any] = {}
-        repairs: list[str] = []
-        for key, fld in self.fields.items():
-            prop = props.get(key)
-            prop = prop if isinstance(prop, Mapping) else {}
-            if fld.listy:
-                items = prop.get("items")
-                typed = [_scalar(v, items if isinstance(items, Mapping) else {}, fld.block) for v in fld.values]
-                args[key] = [value for value, _ in typed]
-                repairs.extend(r for _, fixes in typed for r in fixes)
-            elif not fld.values:
-                args[key] = [] if "array" in _schema_types(prop) else ""
-            else:
-                args[key], fixes = _scalar(fld.values[0], prop, fld.block)
-                repairs.extend(fixes)
-        return args, tuple(repairs)
-
-    def is_separator(self, line: str) -> bool:
-        """A ``---`` line (not indented inside an open block scalar) starts the body."""
-        if self.json_lines is not None or line.strip() != "---":
-            return False
-        return self.scalar is None or line[0] not in " \t"
-
-
 # ---- the streaming parser -------------------------------------------------------------------
 
 
@@ -301,7 +128,7 @@ class _Block:
     name: str
     index: int | None  # None when the name did not resolve (no ToolCallStart was emitted)
     head: list[str]
-    header: _Header = field(default_factory=_Header)
+    header: Header = field(default_factory=Header)
     line: list[str] = field(default_factory=list)  # pieces of the unfinished header line
     body: list[str] | None = None  # starts with the newline of the ``---`` line
     close: str = ""
@@ -311,11 +138,6 @@ class _Block:
 
     def content(self) -> str | None:
         return "".join(self.body)[1:] if self.body is not None else None
-
-
-def _emit(events: list[Event], kind: type[Text] | type[Reasoning], text: str) -> None:
-    if text:
-        events.append(kind(text))
 
 
 def _close_len(data: str, at: int, eof: bool) -> int:
@@ -345,6 +167,7 @@ class CaretParser:
         self._eof = False
         self._started = 0
         self._block: _Block | None = None
+        self._events = EventBuffer()  # filled by the state handlers, emptied by each feed/close
         self._handlers = {
             _State.PROSE: self._prose,
             _State.THINK: self._think,
@@ -355,7 +178,7 @@ class CaretParser:
     def feed(self, text: str) -> list[Event]:
         if self._state is _State.DONE or self._eof or not text:
             return []
-        return self._run(self._carry + text)
+        return self._run(self._carry + text).take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE or self._eof:
@@ -372,11 +195,11 @@ class CaretParser:
         if self._state in (_State.HEADER, _State.BODY):
             self._end_block(events, truncated=finish_reason == "length")
         self._state = _State.DONE
-        return events
+        return events.take()
 
-    def _run(self, data: str) -> list[Event]:
+    def _run(self, data: str) -> EventBuffer:
         self._carry = ""
-        events: list[Event] = []
+        events = self._events
         pos = 0
         while pos < len(data) and self._state is not _State.DONE:
             pos = self._handlers[self._state](data, pos, events)
@@ -390,7 +213,7 @@ class CaretParser:
 
     # ---- states ----
 
-    def _prose(self, data: str, pos: int, events: list[Event]) -> int:
+    def _prose(self, data: str, pos: int, events: EventBuffer) -> int:
         """Scan text, deciding each line start; one Text event per run of decided text."""
         start = pos
         while True:
@@ -399,7 +222,7 @@ class CaretParser:
                 line = data[pos : nl if nl != -1 else pos + MAX_HOLDBACK + 1]
                 kind, name = _line_kind(line, nl != -1 or self._eof, self._fenced)
                 if kind is _Line.WAIT or kind is _Line.OPENER:
-                    _emit(events, Text, data[start:pos])
+                    events.text(Text, data[start:pos])
                     if kind is _Line.WAIT:
                         self._carry = data[pos:]
                         return len(data)
@@ -408,21 +231,21 @@ class CaretParser:
                 if kind is _Line.FENCE:
                     self._fenced = not self._fenced
                 elif kind is _Line.STRAY:
-                    _emit(events, Text, data[start:pos])
+                    events.text(Text, data[start:pos])
                     pos = start = _CARETS.match(data, pos).end()  # type: ignore[union-attr]
             m = (_SCAN_FENCED if self._fenced else _SCAN).search(data, pos)
             if m is None:
                 end = self._hold(data, pos, () if self._fenced else (_THINK_OPEN,))
-                _emit(events, Text, data[start:end])
+                events.text(Text, data[start:end])
                 self._carry = data[end:]
                 return len(data)
             if m.group() != "\n":
-                _emit(events, Text, data[start : m.start()])
+                events.text(Text, data[start : m.start()])
                 self._state = _State.THINK
                 return m.end()
             pos, self._bol = m.end(), True
 
-    def _opener_line(self, data: str, pos: int, nl: int, name: str, events: list[Event]) -> int:
+    def _opener_line(self, data: str, pos: int, nl: int, name: str, events: EventBuffer) -> int:
         """A complete ``^^^name`` line opens a block; a lone ``^^^`` outside a block is dropped."""
         end = nl + 1 if nl != -1 else len(data)
         self._bol = False
@@ -432,18 +255,18 @@ class CaretParser:
             self._bol = True
         return end
 
-    def _think(self, data: str, pos: int, events: list[Event]) -> int:
+    def _think(self, data: str, pos: int, events: EventBuffer) -> int:
         at = data.find(_THINK_CLOSE, pos)
         if at == -1:
             end = self._hold(data, pos, (_THINK_CLOSE,))
-            _emit(events, Reasoning, data[pos:end])
+            events.text(Reasoning, data[pos:end])
             self._carry = data[end:]
             return len(data)
-        _emit(events, Reasoning, data[pos:at])
+        events.text(Reasoning, data[pos:at])
         self._state, self._bol = _State.PROSE, True
         return at + len(_THINK_CLOSE)
 
-    def _header(self, data: str, pos: int, events: list[Event]) -> int:
+    def _header(self, data: str, pos: int, events: EventBuffer) -> int:
         while self._state is _State.HEADER and self._block is not None:
             block = self._block
             nl = data.find("\n", pos)
@@ -459,7 +282,7 @@ class CaretParser:
                 block.head.append("\n")
         return pos
 
-    def _header_line(self, line: str, events: list[Event]) -> bool:
+    def _header_line(self, line: str, events: EventBuffer) -> bool:
         """Handle one complete header line; True when it was the ``---`` separator."""
         block = self._block
         assert block is not None
@@ -479,7 +302,7 @@ class CaretParser:
         block.header.add(text)
         return False
 
-    def _body(self, data: str, pos: int, events: list[Event]) -> int:
+    def _body(self, data: str, pos: int, events: EventBuffer) -> int:
         block = self._block
         assert block is not None and block.body is not None
         search = pos
@@ -502,10 +325,10 @@ class CaretParser:
 
     # ---- blocks ----
 
-    def _open(self, name: str, raw_line: str, events: list[Event]) -> None:
+    def _open(self, name: str, raw_line: str, events: EventBuffer) -> None:
         """A complete opener line: report the cut, or start a block (and a call if the name resolves)."""
         if self._started >= self._max_calls:
-            events.append(SecondToolStarted(self._started))
+            events.push(SecondToolStarted(self._started))
             self._state = _State.DONE
             return
         resolved, _ = self._index.resolve(name)
@@ -513,18 +336,18 @@ class CaretParser:
         if resolved is not None:
             index = self._started
             self._started += 1
-            events.append(ToolCallStart(index, resolved))
+            events.push(ToolCallStart(index, resolved))
         self._block = _Block(name, index, [raw_line])
         self._state = _State.HEADER
 
-    def _end_block(self, events: list[Event], truncated: bool = False) -> None:
+    def _end_block(self, events: EventBuffer, truncated: bool = False) -> None:
         """Finalize the open block into ToolCallEnd or Malformed; back to PROSE at a line start."""
         block = self._block
         assert block is not None
         self._block, self._state, self._bol = None, _State.PROSE, True
         raw = block.raw()
         if truncated:
-            events.append(Malformed(raw, "tool block cut off by the length limit", block.index))
+            events.push(Malformed(raw, "tool block cut off by the length limit", block.index))
             return
         resolved, _ = self._index.resolve(block.name)
         args, repairs = block.header.arguments(self._schemas.get(resolved or "", {}))
@@ -537,9 +360,9 @@ class CaretParser:
         outcome = finalize_call(self._index, block.name, args)
         if error is None and outcome.ok and block.index is not None and outcome.arguments is not None:
             fixes = tuple(dict.fromkeys(repairs + outcome.repairs))
-            events.append(ToolCallEnd(block.index, outcome.name, outcome.arguments, fixes))
+            events.push(ToolCallEnd(block.index, outcome.name, outcome.arguments, fixes))
         else:
-            events.append(Malformed(raw, error or outcome.error or f"unknown tool {block.name!r}", block.index))
+            events.push(Malformed(raw, error or outcome.error or f"unknown tool {block.name!r}", block.index))
 
 
 # ---- rendering ------------------------------------------------------------------------------
@@ -574,7 +397,7 @@ def _is_plain(text: str) -> bool:
     """Whether a string reads back unchanged when written unquoted in a header line."""
     if not text or text != text.strip() or "\n" in text or "\r" in text or text[0] in '"{[':
         return False
-    if text in _BLOCK_SCALARS:
+    if text in BLOCK_SCALARS:
         return False
     try:
         json.loads(text)  # "5", "true", "null" would read back as JSON values

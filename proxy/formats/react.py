@@ -11,12 +11,10 @@ Wire example (the model writes everything except the Observation, which the stop
     Final Answer: It is 18 °C in Paris.
 
 ``Thought:`` text is Reasoning, ``Final Answer:`` text and unmarked text are Text, and
-``<think>...</think>`` is Reasoning anywhere in prose. Markers count only at the start of a line
-(after optional indentation, case-insensitive, ``**Action:**`` bold variants too) and never inside
-a ``` fence in prose. Text without markers passes unchanged; whitespace next to a marker, block
-or think tag is dropped, and two sections of one channel are joined by a newline.
-``Observation:`` before any Action is Reasoning. A non-JSON ``Action Input`` (``Action Input: Paris``)
-fills a tool's single string parameter.
+``<think>...</think>`` is Reasoning anywhere in prose. Markers count only at the start of a line and
+never inside a ``` fence in prose (the line syntax: ``_react_lines``). Text without markers passes
+unchanged; whitespace next to a marker, block or think tag is dropped, and two sections of one channel
+are joined by a newline. ``Observation:`` before any Action is Reasoning.
 
 States and transitions (one method per state, see ``_ReactParser._handlers``)::
 
@@ -41,16 +39,32 @@ ToolCallArgs. Arguments are repaired and validated once, by ``finalize_call``.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum, StrEnum
-from typing import Any
+from enum import Enum
 
-from ._args import ToolIndex, canonical_json, finalize_call, parse_json_lenient
-from ._prompt import choice_instruction, describe_tools
-from ._text import MAX_HOLDBACK, partial_marker_len
+from ._args import ToolIndex, finalize_call
+from ._react_lines import (
+    FENCE,
+    FENCE_TAG,
+    FIRST_CHARS,
+    INDENT,
+    JSON_RUN,
+    LINE_PREFIXES,
+    SPACE,
+    STRING_BODY,
+    THINK_CLOSE,
+    THINK_OPEN,
+    Line,
+    LineInfo,
+    Marker,
+    arguments_line,
+    classify_line,
+    clean_name,
+    input_arguments,
+    prompt_text,
+)
+from ._text import MAX_HOLDBACK, EventBuffer, TextKind, partial_marker_len
 from .base import (
     Event,
     FinishReason,
@@ -66,99 +80,6 @@ from .base import (
     ToolChoice,
     ToolSpec,
 )
-
-
-class _Marker(StrEnum):
-    THOUGHT = "Thought"
-    ACTION_INPUT = "Action Input"
-    ACTION = "Action"
-    FINAL_ANSWER = "Final Answer"
-    OBSERVATION = "Observation"
-
-
-class _Line(Enum):
-    PLAIN = "plain"
-    FENCE = "fence"
-    MARKER = "marker"
-
-
-def _variants(word: str) -> tuple[str, ...]:
-    return (f"{word}:", f"**{word}:**", f"**{word}**:", f"**{word}:")
-
-
-_STRICT = tuple((v, m) for m in _Marker for v in _variants(m.value))
-_LOOSE = tuple((v.lower(), m) for v, m in _STRICT)
-_MAX_VARIANT = max(len(v) for v, _ in _STRICT)
-_STRICT_PREFIXES = frozenset(v[:3] for v, _ in _STRICT)
-_LOOSE_PREFIXES = frozenset(v[:3] for v, _ in _LOOSE)
-_LINE_PREFIXES = _LOOSE_PREFIXES | {"```"}
-_FIRST_CHARS = frozenset("tTaAfFoO*`")
-_INDENT = re.compile(r"[ \t]*")
-_SPACE = re.compile(r"\s*")
-_FENCE_TAG = re.compile(r"[\w+.#-]{0,32}")
-# Inside an object: everything up to the next brace, unfinished string, or newline that may start a
-# marker line (possessive quantifiers: linear, no backtracking).
-_JSON_RUN = re.compile(
-    r"""(?:[^{}"'\n]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|'[^'\\]*+(?:\\.[^'\\]*+)*+'|\n(?=[ \t]*+[^ \tTAFO*`]))*+""",
-    re.S,
-)
-_STRING_BODY = {q: re.compile(rf"[^{q}\\]*+(?:\\.[^{q}\\]*+)*+", re.S) for q in "\"'"}
-_FENCE = "```"
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-
-LineInfo = tuple[_Line, _Marker | None, int]
-
-
-def _classify_line(buf: str, pos: int, final: bool, strict: bool = False) -> LineInfo | None:
-    """What the line starting at ``pos`` begins with; ``None`` while that is still undecided.
-
-    Returns ``(kind, marker, end)`` where ``end`` is just past the marker or fence. ``strict``
-    (inside a JSON object) accepts only the canonical capitalisation, so json5 keys like
-    ``action:`` stay arguments.
-    """
-    n = len(buf)
-    i = _INDENT.match(buf, pos).end()  # type: ignore[union-attr]
-    plain: LineInfo = (_Line.PLAIN, None, pos)
-    if i - pos > MAX_HOLDBACK or (i < n and buf[i] not in _FIRST_CHARS):
-        return plain
-    if i == n:
-        return plain if final else None
-    if buf[i] == "`":
-        if buf.startswith(_FENCE, i):
-            return (_Line.FENCE, None, i + 3)
-        return None if not final and n - i < 3 and _FENCE.startswith(buf[i:]) else plain
-    head = buf[i : i + _MAX_VARIANT]
-    table, prefixes = _STRICT, _STRICT_PREFIXES
-    if not strict and len(low := head.lower()) == len(head):
-        head, table, prefixes = low, _LOOSE, _LOOSE_PREFIXES
-    if len(head) >= 3 and head[:3] not in prefixes:
-        return plain
-    best: tuple[str, _Marker] | None = None
-    for variant, marker in table:
-        if head.startswith(variant):
-            if best is None or len(variant) > len(best[0]):
-                best = (variant, marker)
-        elif not final and len(head) < len(variant) and variant.startswith(head):
-            return None
-    return (_Line.MARKER, best[1], i + len(best[0])) if best else plain
-
-
-def _clean_name(raw: str) -> str:
-    """The tool name from an ``Action:`` line: no whitespace, backticks, quotes, bold or ``()``."""
-    name = raw.strip().strip("`*'\" \t")
-    return name.removesuffix("()").strip()
-
-
-def _plain_parameter(spec: ToolSpec | None) -> str | None:
-    """The one string parameter a non-JSON ``Action Input`` can fill, if the tool has exactly one."""
-    if spec is None:
-        return None
-    props = spec.parameters.get("properties") or {}
-    required = list(spec.parameters.get("required") or ())
-    names = required if len(required) == 1 else list(props)
-    if len(names) != 1 or not isinstance(props.get(names[0]), Mapping):
-        return None
-    return names[0] if props[names[0]].get("type") == "string" else None
 
 
 class _State(Enum):
@@ -177,7 +98,7 @@ class _State(Enum):
 class _Section:
     """One run of prose on one channel; its trailing whitespace is held until more prose follows."""
 
-    channel: type[Text] | type[Reasoning]
+    channel: TextKind
     strip: bool = True  # drop leading whitespace (not for the output's first section: plain text stays intact)
     started: bool = False
     pending: str = ""
@@ -202,10 +123,8 @@ class _ReactParser:
         self._buf, self._pos = "", 0
         self._line_start, self._in_fence = True, False
         self._section, self._outer = _Section(Text, strip=False), _Section(Text)
-        self._out: list[Event] = []
-        self._run_cls: type[Text] | type[Reasoning] = Text
-        self._run: list[str] = []
-        self._emitted: set[type[Text] | type[Reasoning]] = set()
+        self._out = EventBuffer()
+        self._emitted: set[TextKind] = set()  # channels that already got text, for the section separator
         self._reset_block()
 
     def _reset_block(self) -> None:
@@ -233,35 +152,18 @@ class _ReactParser:
         if self._state in (_State.PROSE, _State.THINK) and self._section.pending:
             self._emit_text(self._section.channel, self._section.pending)  # trailing whitespace of the output
         self._state = _State.DONE
-        return self._take()
+        return self._out.take()
 
     def _drive(self, final: bool) -> list[Event]:
         while self._handlers[self._state](final):
             pass
-        return self._take() if not final else []
+        return self._out.take() if not final else []
 
     # ---- output ----------------------------------------------------------------------
 
-    def _emit_text(self, cls: type[Text] | type[Reasoning], text: str) -> None:
+    def _emit_text(self, cls: TextKind, text: str) -> None:
         self._emitted.add(cls)
-        if cls is not self._run_cls:
-            self._flush_run()
-            self._run_cls = cls
-        self._run.append(text)
-
-    def _flush_run(self) -> None:
-        if self._run:
-            self._out.append(self._run_cls("".join(self._run)))
-            self._run = []
-
-    def _push(self, event: Event) -> None:
-        self._flush_run()
-        self._out.append(event)
-
-    def _take(self) -> list[Event]:
-        self._flush_run()
-        out, self._out = self._out, []
-        return out
+        self._out.text(cls, text)
 
     def _say(self, text: str) -> None:
         """Emit prose on the current section's channel, holding back trailing whitespace (capped)."""
@@ -283,7 +185,7 @@ class _ReactParser:
             self._emit_text(sec.channel, sec.pending[:-MAX_HOLDBACK])
             sec.pending = sec.pending[-MAX_HOLDBACK:]
 
-    def _to_prose(self, channel: type[Text] | type[Reasoning], line_start: bool) -> None:
+    def _to_prose(self, channel: TextKind, line_start: bool) -> None:
         self._state, self._section, self._line_start = _State.PROSE, _Section(channel), line_start
 
     # ---- states ----------------------------------------------------------------------
@@ -293,26 +195,26 @@ class _ReactParser:
         if pos >= len(buf):
             return False
         if self._line_start:
-            info = _classify_line(buf, pos, final)
+            info = classify_line(buf, pos, final)
             if info is None:
                 return False
             self._line_start = False
-            if info[0] is _Line.FENCE:
+            if info[0] is Line.FENCE:
                 self._in_fence = not self._in_fence
-            elif info[0] is _Line.MARKER and not self._in_fence:
+            elif info[0] is Line.MARKER and not self._in_fence:
                 self._pos = info[2]
                 self._on_marker(info[1], buf[pos : info[2]])  # type: ignore[arg-type]
             return True
         stop, at_line = self._plain_lines(pos)
         if not self._in_fence:
-            think = buf.find(_THINK_OPEN, pos, stop)
+            think = buf.find(THINK_OPEN, pos, stop)
             if think != -1:
                 self._say(buf[pos:think])
-                self._pos = think + len(_THINK_OPEN)
+                self._pos = think + len(THINK_OPEN)
                 self._state, self._outer, self._section = _State.THINK, self._section, _Section(Reasoning)
                 return True
             if not at_line and not final:
-                stop -= partial_marker_len(buf[max(pos, stop - len(_THINK_OPEN)) : stop], (_THINK_OPEN,))
+                stop -= partial_marker_len(buf[max(pos, stop - len(THINK_OPEN)) : stop], (THINK_OPEN,))
         self._say(buf[pos:stop])
         self._pos, self._line_start = stop, at_line
         return at_line
@@ -325,37 +227,37 @@ class _ReactParser:
             if nl == -1:
                 return n, False
             pos = nl + 1
-            first = _INDENT.match(buf, pos).end()  # type: ignore[union-attr]
-            if first + 3 > n or (buf[first] in _FIRST_CHARS and buf[first : first + 3].lower() in _LINE_PREFIXES):
+            first = INDENT.match(buf, pos).end()  # type: ignore[union-attr]
+            if first + 3 > n or (buf[first] in FIRST_CHARS and buf[first : first + 3].lower() in LINE_PREFIXES):
                 return pos, True
 
-    def _on_marker(self, marker: _Marker, raw: str) -> None:
-        if marker is _Marker.THOUGHT or (marker is _Marker.OBSERVATION and not self._blocks):
+    def _on_marker(self, marker: Marker, raw: str) -> None:
+        if marker is Marker.THOUGHT or (marker is Marker.OBSERVATION and not self._blocks):
             self._to_prose(Reasoning, line_start=False)
-        elif marker is _Marker.FINAL_ANSWER:
+        elif marker is Marker.FINAL_ANSWER:
             self._to_prose(Text, line_start=False)
-        elif marker is _Marker.OBSERVATION:
+        elif marker is Marker.OBSERVATION:
             self._state = _State.DONE  # the model is inventing a tool result: nothing after it counts
         elif self._calls >= self._max_calls:
-            self._push(SecondToolStarted(self._calls))
+            self._out.push(SecondToolStarted(self._calls))
             self._state = _State.DONE
         else:
             self._reset_block()
             self._raw.append(raw)
-            self._state = _State.ACTION_NAME if marker is _Marker.ACTION else _State.INPUT_START
+            self._state = _State.ACTION_NAME if marker is Marker.ACTION else _State.INPUT_START
 
     def _think(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
-        end = buf.find(_THINK_CLOSE, pos)
+        end = buf.find(THINK_CLOSE, pos)
         if end != -1:
             self._say(buf[pos:end])
-            self._pos = end + len(_THINK_CLOSE)
+            self._pos = end + len(THINK_CLOSE)
             self._state, self._section, self._line_start = _State.PROSE, self._outer, True
             self._section.strip = self._section.strip or not self._section.started
             return True
         stop = len(buf)
         if not final:
-            stop -= partial_marker_len(buf[max(pos, stop - len(_THINK_CLOSE)) :], (_THINK_CLOSE,))
+            stop -= partial_marker_len(buf[max(pos, stop - len(THINK_CLOSE)) :], (THINK_CLOSE,))
         self._say(buf[pos:stop])
         self._pos = stop
         return False
@@ -374,17 +276,17 @@ class _ReactParser:
 
     def _complete_name(self) -> None:
         """The Action line is complete: announce the call if its name resolves to a tool."""
-        self._name = _clean_name("".join(self._name_parts))
+        self._name = clean_name("".join(self._name_parts))
         resolved, _ = self._index.resolve(self._name)
         if resolved is not None:
             self._call_index = self._calls
             self._calls += 1
-            self._push(ToolCallStart(self._call_index, resolved))
+            self._out.push(ToolCallStart(self._call_index, resolved))
         self._state = _State.AWAIT_INPUT
 
     def _skip_space(self) -> int:
         """Consume whitespace into the raw block; the new position."""
-        end = _SPACE.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+        end = SPACE.match(self._buf, self._pos).end()  # type: ignore[union-attr]
         self._raw.append(self._buf[self._pos : end])
         self._pos = end
         return end
@@ -393,13 +295,13 @@ class _ReactParser:
         buf, pos = self._buf, self._skip_space()
         if pos >= len(buf):
             return False
-        if buf[pos] == "{" or buf.startswith(_FENCE, pos):
+        if buf[pos] == "{" or buf.startswith(FENCE, pos):
             self._state = _State.INPUT_START
             return True
-        info = _classify_line(buf, pos, final)
+        info = classify_line(buf, pos, final)
         if info is None:
             return False
-        if info[1] is _Marker.ACTION_INPUT:
+        if info[1] is Marker.ACTION_INPUT:
             self._raw.append(buf[pos : info[2]])
             self._pos, self._state = info[2], _State.INPUT_START
         else:
@@ -413,23 +315,23 @@ class _ReactParser:
         if buf[pos] == "{":
             self._state = _State.INPUT_JSON
             return True
-        if buf.startswith(_FENCE, pos) and self._fenced:  # an empty fenced input
-            self._raw.append(_FENCE)
+        if buf.startswith(FENCE, pos) and self._fenced:  # an empty fenced input
+            self._raw.append(FENCE)
             self._pos = pos + 3
             self._finish_block("")
             self._line_start = False
             return True
-        if buf.startswith(_FENCE, pos):
-            tag_end = _FENCE_TAG.match(buf, pos + 3).end()  # type: ignore[union-attr]
+        if buf.startswith(FENCE, pos):
+            tag_end = FENCE_TAG.match(buf, pos + 3).end()  # type: ignore[union-attr]
             if tag_end == len(buf) and tag_end - pos < 35 and not final:
                 return False
             self._raw.append(buf[pos:tag_end])
             self._pos, self._fenced = tag_end, True
             return True
-        info = _classify_line(buf, pos, final)
+        info = classify_line(buf, pos, final)
         if info is None:
             return False
-        if info[0] is _Line.MARKER:
+        if info[0] is Line.MARKER:
             self._finish_block("")
         else:
             self._state, self._arg_line_start = _State.INPUT_RAW, False
@@ -440,20 +342,20 @@ class _ReactParser:
         start = pos = self._pos
         while pos < n:
             if self._quote:
-                pos = _STRING_BODY[self._quote].match(buf, pos).end()  # type: ignore[union-attr]
+                pos = STRING_BODY[self._quote].match(buf, pos).end()  # type: ignore[union-attr]
                 if pos >= n or buf[pos] == "\\":  # a backslash at the end waits for its escaped char
                     break
                 pos, self._quote = pos + 1, ""
                 continue
             if self._arg_line_start:
-                info = _classify_line(buf, pos, final, strict=True)
+                info = classify_line(buf, pos, final, strict=True)
                 if info is None:
                     break
-                if info[0] is _Line.MARKER or (info[0] is _Line.FENCE and self._fenced):
+                if info[0] is Line.MARKER or (info[0] is Line.FENCE and self._fenced):
                     self._take_args(start, pos)
                     return self._end_input_at_line(info)
                 self._arg_line_start = False
-            pos = _JSON_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+            pos = JSON_RUN.match(buf, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 break
             char, pos = buf[pos], pos + 1
@@ -480,11 +382,11 @@ class _ReactParser:
             self._args.append(piece)
             self._raw.append(piece)
             if self._call_index is not None:
-                self._push(ToolCallArgs(self._call_index, piece))
+                self._out.push(ToolCallArgs(self._call_index, piece))
 
     def _end_input_at_line(self, info: LineInfo) -> bool:
         """A marker line (or the closing fence) ended the Action Input: finalize what there is."""
-        fence = info[0] is _Line.FENCE
+        fence = info[0] is Line.FENCE
         if fence:
             self._raw.append(self._buf[self._pos : info[2]])
             self._pos = info[2]
@@ -496,10 +398,10 @@ class _ReactParser:
         buf, n, pos = self._buf, len(self._buf), self._pos
         while pos < n:
             if self._arg_line_start:
-                info = _classify_line(buf, pos, final)
+                info = classify_line(buf, pos, final)
                 if info is None:
                     break
-                if info[0] is _Line.MARKER or (info[0] is _Line.FENCE and self._fenced):
+                if info[0] is Line.MARKER or (info[0] is Line.FENCE and self._fenced):
                     self._pos = pos
                     return self._end_input_at_line(info)
                 self._arg_line_start = False
@@ -515,10 +417,10 @@ class _ReactParser:
         """After the JSON object: swallow the closing fence of a fenced input, then back to prose."""
         buf, pos = self._buf, self._pos
         if self._fenced:
-            end = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
-            if buf.startswith(_FENCE, end):
+            end = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+            if buf.startswith(FENCE, end):
                 self._pos = end + 3
-            elif not final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and _FENCE.startswith(buf[end:]):
+            elif not final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and FENCE.startswith(buf[end:]):
                 return False
         self._to_prose(Text, line_start=False)
         self._reset_block()
@@ -538,7 +440,8 @@ class _ReactParser:
         elif state in (_State.INPUT_JSON, _State.INPUT_RAW):
             self._args.append(leftover)
         if truncated:
-            self._push(Malformed("".join(self._raw), "tool block truncated (finish_reason length)", self._call_index))
+            reason = "tool block truncated (finish_reason length)"
+            self._out.push(Malformed("".join(self._raw), reason, self._call_index))
             self._reset_block()
         else:
             self._finish_block("".join(self._args) if state is not _State.AWAIT_INPUT else None)
@@ -548,9 +451,9 @@ class _ReactParser:
         self._blocks += 1
         raw = "".join(self._raw)
         if self._name is None:
-            self._push(Malformed(raw, "Action Input without an Action line", None))
+            self._out.push(Malformed(raw, "Action Input without an Action line", None))
         else:
-            self._push(self._finalize(self._name, raw_input or "", raw))
+            self._out.push(self._finalize(self._name, raw_input or "", raw))
         if after is _State.PROSE:
             self._to_prose(Text, line_start=True)
             self._reset_block()
@@ -559,45 +462,12 @@ class _ReactParser:
 
     def _finalize(self, name: str, text: str, raw: str) -> Event:
         text = text.strip()
-        param = None if text.startswith(("{", "[")) or not text else _plain_parameter(
-            self._specs.get(self._index.resolve(name)[0] or ""))
-        extra: tuple[str, ...] = ()
-        if param is not None:
-            parsed = parse_json_lenient(text)
-            value = parsed[0] if parsed is not None and isinstance(parsed[0], str) else text
-            outcome, extra = finalize_call(self._index, name, {param: value}), ("plain_input",)
-        else:
-            outcome = finalize_call(self._index, name, text)
+        spec = None if text.startswith(("{", "[")) or not text else self._specs.get(self._index.resolve(name)[0] or "")
+        arguments, extra = input_arguments(text, spec)
+        outcome = finalize_call(self._index, name, arguments)
         if outcome.ok and self._call_index is not None and outcome.arguments is not None:
             return ToolCallEnd(self._call_index, outcome.name, outcome.arguments, outcome.repairs + extra)
         return Malformed(raw, outcome.error or f"unknown tool {name!r}", self._call_index)
-
-
-def _example_value(schema: Mapping[str, Any]) -> Any:
-    """A placeholder value of the right type for the worked example."""
-    for key in ("examples", "enum"):
-        if isinstance(schema.get(key), list) and schema[key]:
-            return schema[key][0]
-    if "default" in schema:
-        return schema["default"]
-    kind = schema.get("type")
-    kind = kind[0] if isinstance(kind, list) and kind else kind
-    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(str(kind), "...")
-
-
-def _example_arguments(spec: ToolSpec) -> dict[str, Any]:
-    props = spec.parameters.get("properties") or {}
-    wanted = list(spec.parameters.get("required") or ()) or list(props)[:1]
-    return {p: _example_value(props[p]) for p in wanted if isinstance(props.get(p), Mapping)}
-
-
-def _arguments_text(arguments: str) -> str:
-    """A call's arguments as one compact JSON line (the parser reads it back unchanged)."""
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        return arguments.strip() or "{}"
-    return canonical_json(value)
 
 
 class ReactFormat:
@@ -606,33 +476,10 @@ class ReactFormat:
     name = "react"
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        example = tools[0] if tools else ToolSpec("tool_name")
-        several = (
-            "To call several tools at once, write one Action / Action Input pair after another, then stop.\n"
-            if parallel else ""
-        )
-        return (
-            "You can use these tools:\n\n"
-            f"{describe_tools(tools)}\n\n"
-            f"{choice_instruction(tool_choice, parallel)}\n\n"
-            "Use exactly this format, each marker at the start of a line:\n"
-            "Thought: your reasoning (optional)\n"
-            "Action: the tool name, exactly as listed\n"
-            "Action Input: the arguments as one JSON object with double-quoted keys\n"
-            "After an Action Input, stop: the system runs the tool and replies with a line\n"
-            "\"Observation: <result>\". Never write an Observation yourself.\n"
-            f"{several}"
-            "When you answer the user without a tool, write:\n"
-            "Thought: your reasoning (optional)\n"
-            "Final Answer: your answer\n\n"
-            "Example (placeholder values):\n"
-            "Thought: I need to use a tool.\n"
-            f"Action: {example.name}\n"
-            f"Action Input: {canonical_json(_example_arguments(example))}"
-        )
+        return prompt_text(tools, tool_choice, parallel)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
-        return "\n".join(f"Action: {c.name}\nAction Input: {_arguments_text(c.arguments)}" for c in calls)
+        return "\n".join(f"Action: {c.name}\nAction Input: {arguments_line(c.arguments)}" for c in calls)
 
     def render_turn(self, content: str, calls: Sequence[ToolCallRecord]) -> str:
         """A whole assistant turn of the history: its content as a Thought, then its calls."""

@@ -12,8 +12,7 @@ Wire syntax (what the model writes; values are raw text, never escaped)::
     </tool:write_file>
 
 Only the exact ``</param:NAME>`` ends a value; one leading and one trailing newline are trimmed. A repeated
-param makes an array. Params the schema types stay text and ``finalize_call`` converts them (``"5"`` -> 5,
-JSON text -> object); untyped ones are read as JSON when they look like a number/boolean/object/array.
+param makes an array. How values are typed and written: ``_xml_render``.
 
 Results render as ``<tool_result:NAME>`` blocks, a tag family the parser never takes for a call.
 ``<tool_result`` is also the stop sequence: ``</tool:NAME>`` is name-specific, so no generic stop string could
@@ -43,15 +42,15 @@ an open block is Malformed. Unknown tools get no ToolCallStart: the block become
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
-from ._args import ToolIndex, finalize_call, parse_json_lenient
+from ._args import ToolIndex, finalize_call
 from ._prompt import choice_instruction, describe_tools
+from ._text import EventBuffer, TextKind
+from ._xml_render import EXAMPLE, SYNTAX, call_arguments, read_arguments, render_call, trim_value
 from .base import (
     Event,
     FinishReason,
@@ -74,8 +73,6 @@ _BODY_TAGS = ("<param:", "</tool:", "<tool:")
 _MAX_NAME = 100  # longest tag name accepted; bounds what TOOL_TAG/PARAM_TAG/END_TAG hold back
 _NAME_RE = re.compile(rf"[^<>\r\n]{{0,{_MAX_NAME + 1}}}")
 _TRUNCATING = ("length", "content_filter")
-_JSONISH = frozenset("-0123456789tf[{")
-_TYPE_KEYS = frozenset(("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "properties", "items"))
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
@@ -133,65 +130,6 @@ def _valid_name(name: str) -> bool:
     return bool(name) and not any(c.isspace() or c in "/<>" for c in name)
 
 
-def _trim(value: str) -> str:
-    """Drop one leading and one trailing newline (CRLF only when the value did not open with a bare LF)."""
-    if value.startswith("\n"):
-        value = value[1:]
-        return value[:-1] if value.endswith("\n") else value
-    if value.startswith("\r\n"):
-        value = value[2:]
-    for nl in ("\r\n", "\n"):
-        if value.endswith(nl):
-            return value[: -len(nl)]
-    return value
-
-
-# ---- values -------------------------------------------------------------------------------
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
-def _untyped(raw: str, options: list[Any] | None = None) -> Any:
-    """A value the schema gives no type: JSON when it reads as a number/boolean/object/array (and is one of
-    ``options`` for an enum-only schema), else the text itself."""
-    text = raw.strip()
-    if text[:1] not in _JSONISH:
-        return raw
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return raw
-    if value is None or isinstance(value, str) or (options is not None and value not in options):
-        return raw
-    return value
-
-
-def _value(raw: str, schema: Any) -> Any:
-    """One param text as handed to ``finalize_call``: typed params stay text, which finalize_call converts
-    by the schema (``"5"`` -> 5, JSON text -> object/array, with json repairs); untyped ones are read here."""
-    if not isinstance(schema, Mapping) or _TYPE_KEYS.isdisjoint(schema):
-        return _untyped(raw)
-    enum = schema.get("enum")
-    if "type" not in schema and isinstance(enum, list):
-        return _untyped(raw, enum)
-    return raw
-
-
-def _arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Params by name; a name given more than once makes an array."""
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    grouped: dict[str, list[str]] = {}
-    for name, value in params:
-        grouped.setdefault(name, []).append(value)
-    return {
-        name: [_value(v, props.get(name)) for v in values] if len(values) > 1 else _value(values[0], props.get(name))
-        for name, values in grouped.items()
-    }
-
-
 # ---- the parser ---------------------------------------------------------------------------
 
 
@@ -215,9 +153,7 @@ class XmlParser:
         self._tail = ""  # the end of the content so far when it is a marker prefix, e.g. "<"
         self._resumed = False  # prose resumed after markup: check the junction with the content before it
         self._block: _Block | None = None
-        self._out: list[Event] = []
-        self._run_kind: type[Text] | type[Reasoning] = Text  # adjacent text pieces become one event
-        self._run: list[str] = []
+        self._out = EventBuffer()  # adjacent text pieces become one event
         self._steps: dict[_State, Callable[[], bool]] = {st: getattr(self, st.value) for st in _State if st.value}
 
     def feed(self, text: str) -> list[Event]:
@@ -227,7 +163,7 @@ class XmlParser:
         self._pos = 0
         while self._state is not _State.DONE and self._steps[self._state]():
             pass
-        return self._drain()
+        return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]
@@ -237,38 +173,20 @@ class XmlParser:
         elif state is _State.THINK:
             self._emit_text(rest, Reasoning)
         elif state is _State.TOOL_TAG:
-            self._emit(Malformed("<tool:" + rest, "unfinished tool tag"))
+            self._out.push(Malformed("<tool:" + rest, "unfinished tool tag"))
         elif self._block is not None:
             self._close_open_block(finish_reason in _TRUNCATING)
         self._stop()
-        return self._drain()
+        return self._out.take()
 
     # ---- helpers ----
 
-    def _drain(self) -> list[Event]:
-        self._flush_run()
-        out, self._out = self._out, []
-        return out
-
-    def _flush_run(self) -> None:
-        if self._run:
-            self._out.append(self._run_kind("".join(self._run)))
-            self._run = []
-
-    def _emit(self, event: Event) -> None:
-        self._flush_run()
-        self._out.append(event)
-
-    def _emit_text(self, text: str, kind: type[Text] | type[Reasoning] = Text) -> None:
-        """Queue visible text; pieces of one kind within a feed are joined into one event."""
-        if text:
-            if kind is Text:
-                tail = (self._tail + text[-_MARKER_TAIL:])[-_MARKER_TAIL:]
-                self._tail = tail[len(tail) - _held_back(tail, 0, _PROSE_MARKERS) :]
-            if kind is not self._run_kind:
-                self._flush_run()
-                self._run_kind = kind
-            self._run.append(text)
+    def _emit_text(self, text: str, kind: TextKind = Text) -> None:
+        """Queue visible text, remembering the end of the content when it may begin a marker."""
+        if text and kind is Text:
+            tail = (self._tail + text[-_MARKER_TAIL:])[-_MARKER_TAIL:]
+            self._tail = tail[len(tail) - _held_back(tail, 0, _PROSE_MARKERS) :]
+        self._out.text(kind, text)
 
     def _stop(self) -> None:
         self._state, self._buf, self._pos, self._block = _State.DONE, "", 0, None
@@ -397,17 +315,17 @@ class XmlParser:
             name = name[:-1].rstrip()
         self._state = _State.PROSE
         if not closed or not _valid_name(name):
-            self._emit(Malformed("<tool:" + raw + (">" if closed else ""), "malformed tool tag"))
+            self._out.push(Malformed("<tool:" + raw + (">" if closed else ""), "malformed tool tag"))
             return True
         if self._calls >= self._max_calls:
-            self._emit(SecondToolStarted(self._calls))
+            self._out.push(SecondToolStarted(self._calls))
             self._stop()
             return True
         resolved, _ = self._index.resolve(name)
         index = None
         if resolved is not None:
             index, self._calls = self._calls, self._calls + 1
-            self._emit(ToolCallStart(index, resolved))
+            self._out.push(ToolCallStart(index, resolved))
         self._block = _Block(name, resolved, index, [f"<tool:{raw}>"])
         self._state = _State.BODY
         if self_closing:
@@ -420,7 +338,7 @@ class XmlParser:
             return False
         self._state = _State.PROSE
         if self._stray == "<param:":  # a call whose <tool:NAME> went missing: its values stay, its tags go
-            self._emit(Malformed(f"<param:{scanned[0]}" + ">" * scanned[1], "parameter tag outside a tool block"))
+            self._out.push(Malformed(f"<param:{scanned[0]}" + ">" * scanned[1], "parameter tag outside a tool block"))
         return True
 
     # ---- states inside a block ----
@@ -480,7 +398,7 @@ class XmlParser:
             return False
         blk.value.append(self._consume(end))
         self._consume(end + len(close))
-        blk.params.append((blk.param, _trim("".join(blk.value))))
+        blk.params.append((blk.param, trim_value("".join(blk.value))))
         blk.value = []
         self._state = _State.BODY
         return True
@@ -503,13 +421,13 @@ class XmlParser:
         self._block, self._state, self._skip_nl = None, _State.PROSE, True
         raw = "".join(blk.raw)
         spec = self._specs.get(blk.resolved) if blk.resolved is not None else None
-        arguments = _arguments(blk.params, spec.parameters) if spec is not None else None
+        arguments = read_arguments(blk.params, spec.parameters) if spec is not None else None
         outcome = finalize_call(self._index, blk.written, arguments)
         if outcome.ok and outcome.arguments is not None and blk.index is not None:
             repairs = (r for r in dict.fromkeys((*blk.repairs, *outcome.repairs)) if r not in _SYNTAX_COERCIONS)
-            self._emit(ToolCallEnd(blk.index, outcome.name, outcome.arguments, tuple(repairs)))
+            self._out.push(ToolCallEnd(blk.index, outcome.name, outcome.arguments, tuple(repairs)))
         else:
-            self._emit(Malformed(raw, outcome.error or "invalid arguments", index=blk.index))
+            self._out.push(Malformed(raw, outcome.error or "invalid arguments", index=blk.index))
 
     def _close_open_block(self, truncated: bool) -> None:
         """End of output inside a block: complete it when unambiguous, else Malformed."""
@@ -529,7 +447,7 @@ class XmlParser:
                 blk.params.append((blk.param, value))
                 blk.repairs.append("unclosed_param")
         if reason is not None:
-            self._emit(Malformed("".join(blk.raw), reason, index=blk.index))
+            self._out.push(Malformed("".join(blk.raw), reason, index=blk.index))
             self._block = None
             return
         if state is not _State.END_TAG or rest.strip() != blk.written:
@@ -550,67 +468,7 @@ class XmlParser:
                     break
         if "<param:" in value or "</tool:" in value:
             return None
-        return _trim(value)
-
-
-# ---- rendering ----------------------------------------------------------------------------
-
-_SYNTAX = """\
-To call a tool, write a tool block:
-<tool:TOOL_NAME>
-<param:PARAM_NAME>value</param:PARAM_NAME>
-</tool:TOOL_NAME>
-Rules:
-- One <param:...> element per parameter; leave out optional parameters you do not need.
-- Write tool blocks as plain text, never inside a ``` code fence.
-- Values are raw text: write code, quotes, backslashes and < > exactly as they are, never escaped. Only the \
-exact closing tag </param:PARAM_NAME> ends a value. Put a multi-line value on its own lines between the tags.
-- Write numbers, true/false, objects and arrays as JSON (5, true, {"key": "value"}, ["a", "b"]); for an array \
-you may instead repeat the parameter once per item.
-- After your last tool block, stop. Each result comes back to you as \
-<tool_result:TOOL_NAME>...</tool_result:TOOL_NAME>; never write a tool_result yourself."""
-
-EXAMPLE = """\
-<tool:save_note>
-<param:title>Groceries</param:title>
-<param:body>
-Buy "oat milk" & eggs
-if price < 3: buy 2 \\ maybe
-</param:body>
-<param:priority>2</param:priority>
-<param:tags>home</param:tags>
-<param:tags>weekly</param:tags>
-</tool:save_note>"""
-
-
-def _param_texts(value: Any) -> list[str]:
-    """The text of each ``<param:...>`` occurrence for one argument (several for a repeated-param array)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and len(value) > 1 and all(isinstance(v, str | int | float) for v in value):
-        return [v if isinstance(v, str) else json.dumps(v) for v in value]
-    return [json.dumps(value, ensure_ascii=False)]
-
-
-def _render_param(name: str, text: str) -> str:
-    if "\n" in text:
-        return f"<param:{name}>\n{text}\n</param:{name}>"
-    return f"<param:{name}>{text}</param:{name}>"
-
-
-def _call_arguments(raw: str) -> Mapping[str, Any]:
-    """The client's JSON arguments as a dict; unparseable or non-object arguments render as no params."""
-    parsed = parse_json_lenient(raw)
-    return parsed[0] if parsed is not None and isinstance(parsed[0], dict) else {}
-
-
-def render_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """One call in the parser's syntax: one param per line, arrays as repeated params, non-strings as JSON."""
-    lines = [f"<tool:{name}>"]
-    for key, value in arguments.items():
-        lines.extend(_render_param(key, text) for text in _param_texts(value))
-    lines.append(f"</tool:{name}>")
-    return "\n".join(lines)
+        return trim_value(value)
 
 
 class XmlFormat:
@@ -623,14 +481,14 @@ class XmlFormat:
             (
                 "# Tools\n\nYou can call these tools:",
                 describe_tools(tools),
-                "# How to call a tool\n\n" + _SYNTAX,
+                "# How to call a tool\n\n" + SYNTAX,
                 "Example (a made-up tool `save_note`, only to show the syntax):\n" + EXAMPLE,
                 choice_instruction(tool_choice, parallel),
             )
         )
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
-        return "\n".join(render_call(c.name, _call_arguments(c.arguments)) for c in calls)
+        return "\n".join(render_call(c.name, call_arguments(c.arguments)) for c in calls)
 
     def render_result(self, name: str, content: str) -> str:
         return f"<tool_result:{name}>\n{content}\n</tool_result:{name}>"

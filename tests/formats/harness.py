@@ -1,7 +1,8 @@
 """Drive a StreamParser over a text in several chunkings and summarise the events.
 
 Used by every format's golden tests, the hypothesis chunking properties and the conformance
-suite. ``summarize`` turns events into what a client would end up with.
+suite. ``summarize`` turns events into what a client would end up with; ``load_golden``,
+``check_golden``, ``parse``, ``only`` and ``assert_no_leak`` are the per-format test plumbing.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from proxy.formats.base import (
     Event,
@@ -22,9 +24,14 @@ from proxy.formats.base import (
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
+    ToolFormat,
+    ToolSpec,
 )
+from tests.formats.tools import TOOLS
 
 ParserFactory = Callable[[], StreamParser]
+GOLDEN_DIR = Path(__file__).parent / "golden"
+E = TypeVar("E")
 
 
 def feed_chunks(factory: ParserFactory, chunks: Iterable[str], finish: FinishReason = "stop") -> list[Event]:
@@ -138,3 +145,46 @@ def assert_same_in_all_chunkings(factory: ParserFactory, text: str, finish: Fini
             assert merged == reference, f"chunking {chunks[:5]!r}... differs"
     assert reference is not None
     return reference
+
+
+# ---- per-format test plumbing -----------------------------------------------------------------
+
+
+def load_golden(name: str) -> dict[str, dict[str, Any]]:
+    """The golden cases of format ``name`` (``golden/<name>/*.json``), by file stem, in name order."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((GOLDEN_DIR / name).glob("*.json"))}
+
+
+def golden_events(fmt: ToolFormat, case: dict[str, Any], tools: Sequence[ToolSpec] = TOOLS) -> list[Event]:
+    """A golden case's output in every chunking (contract checked, all chunkings equal): the merged events."""
+    max_calls = case.get("max_calls", 1)
+    return assert_same_in_all_chunkings(
+        lambda: fmt.new_parser(tools, max_calls), case["output"], case.get("finish_reason", "stop")
+    )
+
+
+def check_golden(fmt: ToolFormat, case: dict[str, Any], tools: Sequence[ToolSpec] = TOOLS) -> list[Event]:
+    """Assert a golden case: same events in every chunking, and the summary its ``expect`` says."""
+    events = golden_events(fmt, case, tools)
+    assert summarize(events) == case["expect"], case["description"]
+    return events
+
+
+def parse(
+    fmt: ToolFormat, text: str, max_calls: int = 1, finish: FinishReason = "stop", tools: Sequence[ToolSpec] = TOOLS
+) -> list[Event]:
+    """``text`` fed in one piece to a new parser of ``fmt``, then closed: the merged events."""
+    return merge(feed_chunks(lambda: fmt.new_parser(tools, max_calls), [text], finish))
+
+
+def only(events: Iterable[Event], kind: type[E]) -> list[E]:
+    """The events of one type, in order."""
+    return [e for e in events if isinstance(e, kind)]
+
+
+def assert_no_leak(
+    events: Sequence[Event], markers: Iterable[str], kinds: tuple[type, ...] = (Text, Reasoning)
+) -> None:
+    """No marker occurs in the visible text (the ``kinds`` events, joined)."""
+    visible = "".join(e.text for e in events if isinstance(e, kinds))
+    assert not any(marker in visible for marker in markers), visible

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +21,19 @@ from proxy.formats.base import (
     ToolChoice,
 )
 from proxy.formats.caret import CaretFormat
-from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
+from tests.formats.harness import (
+    assert_same_in_all_chunkings,
+    check_event_order,
+    check_golden,
+    feed_chunks,
+    golden_events,
+    load_golden,
+    merge,
+    summarize,
+)
 from tests.formats.tools import TOOLS
 
-GOLDEN = Path(__file__).parent / "golden" / "caret"
-CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(GOLDEN.glob("*.json"))}
+CASES = load_golden("caret")
 FMT = CaretFormat()
 
 
@@ -53,9 +60,7 @@ def test_required_golden_cases_exist() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str) -> None:
-    case = CASES[name]
-    got = _parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert got == case["expect"], case["description"]
+    check_golden(FMT, CASES[name])
 
 
 def test_registered() -> None:
@@ -65,10 +70,7 @@ def test_registered() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_no_markup_in_text(name: str) -> None:
     """Outside fenced examples, no caret markup line ever reaches Text."""
-    case = CASES[name]
-    events = assert_same_in_all_chunkings(
-        _factory(case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
-    )
+    events = golden_events(FMT, CASES[name])
     text = "".join(e.text for e in events if isinstance(e, Text))
     if "```" not in text:
         lines = [ln.rstrip("\r") for ln in text.split("\n")]

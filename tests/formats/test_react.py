@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.formats.base import (
-    Event,
     Malformed,
     Reasoning,
     SecondToolStarted,
@@ -25,17 +24,22 @@ from proxy.formats.base import (
     ToolSpec,
 )
 from proxy.formats.react import ReactFormat
-from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats import harness
+from tests.formats.harness import (
+    assert_no_leak,
+    assert_same_in_all_chunkings,
+    check_golden,
+    feed_chunks,
+    load_golden,
+    merge,
+    summarize,
+)
 from tests.formats.tools import TOOLS
 
 FORMAT = ReactFormat()
-GOLDEN = sorted((Path(__file__).parent / "golden" / "react").glob("*.json"))
-CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+CASES = load_golden("react")
 MARKERS = ("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>")
-
-
-def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
-    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
+parse = partial(harness.parse, FORMAT)
 
 
 def test_golden_set_is_complete() -> None:
@@ -44,11 +48,7 @@ def test_golden_set_is_complete() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str) -> None:
-    case = CASES[name]
-    events = assert_same_in_all_chunkings(
-        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
-    )
-    assert summarize(events) == case["expect"], case["description"]
+    check_golden(FORMAT, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -57,8 +57,7 @@ def test_golden_never_leaks_markers(name: str) -> None:
     if name == "marker_in_code_fence":
         return  # markers inside a fence are text by design
     events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    visible = "".join(e.text for e in events if isinstance(e, Text | Reasoning))
-    assert not any(marker in visible for marker in MARKERS), visible
+    assert_no_leak(events, MARKERS, (Text, Reasoning))
 
 
 @pytest.mark.parametrize("name", ["write_file_diff", "two_tools_parallel", "text_after_call", "think_block",

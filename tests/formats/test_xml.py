@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from proxy.formats import get_format
 from proxy.formats.base import (
-    Event,
     Malformed,
     Reasoning,
     SecondToolStarted,
@@ -26,12 +25,21 @@ from proxy.formats.base import (
     ToolSpec,
 )
 from proxy.formats.xml import EXAMPLE, XmlFormat
-from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats import harness
+from tests.formats.harness import (
+    assert_no_leak,
+    assert_same_in_all_chunkings,
+    check_golden,
+    feed_chunks,
+    load_golden,
+    merge,
+    only,
+    summarize,
+)
 from tests.formats.tools import TOOLS
 
 FORMAT = XmlFormat()
-GOLDEN = sorted((Path(__file__).parent / "golden" / "xml").glob("*.json"))
-CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+CASES = load_golden("xml")
 MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
 CODE_CASES = {"marker_in_code_fence", "marker_in_inline_code", "partial_marker_at_end"}
 SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
@@ -42,12 +50,7 @@ SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
 })
 
 
-def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
-    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
-
-
-def only(events: list[Event], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
+parse = partial(harness.parse, FORMAT)
 
 
 # ---- golden cases ------------------------------------------------------------------------
@@ -59,19 +62,14 @@ def test_golden_set_is_complete() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str) -> None:
-    case = CASES[name]
-    events = assert_same_in_all_chunkings(
-        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
-    )
-    assert summarize(events) == case["expect"], case["description"]
+    check_golden(FORMAT, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - CODE_CASES))
 def test_golden_never_leaks_markup(name: str) -> None:
     case = CASES[name]
     events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    visible = "".join(e.text for e in events if isinstance(e, Text))
-    assert not any(marker in visible for marker in (*MARKERS, "<param:", "</param:")), visible
+    assert_no_leak(events, (*MARKERS, "<param:", "</param:"), (Text,))
     assert not only(events, ToolCallArgs)
 
 
@@ -98,9 +96,8 @@ _SOUP = ["<tool:", "get_weather", "search_docs", ">", "</tool:", "<param:", "</p
 @given(st.lists(st.sampled_from(_SOUP), max_size=60).map("".join), st.sampled_from(["stop", "length"]))
 def test_marker_soup_never_raises_and_never_leaks(text: str, finish: str) -> None:
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
-    content = "".join(e.text for e in events if isinstance(e, Text))
     if "`" not in text:  # code spans legitimately keep markers as text
-        assert not any(marker in content for marker in MARKERS), content
+        assert_no_leak(events, MARKERS, (Text,))
     assert not only(events, ToolCallArgs)
 
 
