@@ -7,7 +7,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install run demo test test-fast lint bench model llama clean
+.PHONY: help install run demo test test-fast lint bench bench-model model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -47,5 +47,11 @@ bench: install  ## the benchmarks (proxy overhead, parsers, local model)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/parsers.py
 
-clean:  ## remove the virtualenv and caches (the model cache in ~/.cache/toolshim stays)
+bench-model: llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
+	$(BIN)/python bench/local_model.py
+
+serve-model: llama model  ## run the local model server alone on 127.0.0.1:8080
+	$(BIN)/python scripts/local_model.py serve --port 8080
+
+clean:  ## remove the virtualenv and caches (the model and the llama wheel in ~/.cache/toolshim stay)
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
