@@ -109,7 +109,7 @@ class Emulator:
             yield chunk
 
     async def _read(self, upstream_stream: Any, attempt: _Attempt) -> AsyncIterator[dict[str, Any]]:
-        parser = self.plan.format.new_parser(list(self.plan.tools), self.plan.max_calls)
+        parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
         async for data in upstream_stream:
             content, reasoning = self._delta(data, attempt)
             if reasoning:
@@ -199,7 +199,7 @@ class Emulator:
             self._held_text.clear()
 
     def _start(self, event: ToolCallStart, out: list[dict[str, Any]]) -> None:
-        if not self.rule.stream_arguments:
+        if not self.rule.stream_arguments or self._calls_withdrawn:
             return
         self._release_held(out)
         state = _CallState(self.calls_sent + len(self._open))
@@ -213,7 +213,14 @@ class Emulator:
             state.sent += event.fragment
             out.append(self.factory.call_arguments(state.client_index, event.fragment))
 
+    @property
+    def _calls_withdrawn(self) -> bool:
+        return self.plan.tool_choice.mode == "none"
+
     def _end(self, event: ToolCallEnd, attempt: _Attempt, out: list[dict[str, Any]]) -> None:
+        if self._calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
+            self.metrics.markup_sanitized.labels(*self._label).inc()
+            return
         self._release_held(out)
         state = self._open.pop(event.index, None)
         if state is None:

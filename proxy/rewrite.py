@@ -22,7 +22,8 @@ class EmulationPlan:
     """Everything the response side needs: the format, the tools offered, the limits."""
 
     format: ToolFormat
-    tools: tuple[ToolSpec, ...]  # the tools the parser accepts (only the named one when forced)
+    tools: tuple[ToolSpec, ...]  # the tools offered (only the named one when forced, none for "none")
+    parse_tools: tuple[ToolSpec, ...]  # the tools the parser recognises: with "none", all, to keep calls out
     tool_choice: ToolChoice
     parallel: bool
     max_calls: int
@@ -128,4 +129,5 @@ def build_plan(raw: dict[str, Any], rule: ModelRule, fmt: ToolFormat, upstream_m
         body["stop"] = stops
     else:
         body.pop("stop", None)
-    return EmulationPlan(fmt, tuple(offered), choice, parallel, max_calls, legacy, body)
+    parse_tools = all_tools if choice.mode == "none" else offered
+    return EmulationPlan(fmt, tuple(offered), tuple(parse_tools), choice, parallel, max_calls, legacy, body)

@@ -388,3 +388,15 @@ async def test_parallel_calls_drop_stops_that_end_a_block(start_proxy, fake_upst
     await ask(proxy, False, parallel_tool_calls=False)
     assert fake_upstream.requests[-1].get("stop", [])[: len(get_format(fmt).stop_sequences())] == \
         list(get_format(fmt).stop_sequences())
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_call_written_despite_tool_choice_none_stays_out(start_proxy, fake_upstream, fmt: str,
+                                                               stream: bool) -> None:
+    proxy = await start_proxy(models=emulated(fmt))
+    fake_upstream.script(Reply(pieces=text_stream(pieces("It is sunny.\n" + call_text(fmt)))))
+    result = await ask(proxy, stream, tool_choice="none")
+    message = result["choices"][0]["message"]
+    assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
+    assert message["content"].strip() == "It is sunny."
