@@ -5,6 +5,10 @@ events: ``ToolCallStart`` as soon as a known tool's name is read, ``ToolCallArgs
 ``arguments`` object text as it arrives (only ever appended), and ``ToolCallEnd`` or ``Malformed``
 once ``finalize_call`` has validated (and, once, repaired) the arguments. It owns no parser state:
 which text is a call, and where the response is cut, stay with the parser.
+
+Arguments written as a string that holds no JSON object (``"arguments": "17 * 23 + 4"``) are read
+as react reads a plain ``Action Input``: the value of the tool's single string parameter, with the
+repair ``plain_input``; a tool without one makes the call Malformed. The call is never prose.
 """
 
 from __future__ import annotations
@@ -15,8 +19,17 @@ from typing import Any
 
 from ._args import ToolIndex, finalize_call
 from ._hermes_markup import OPEN
-from ._jsonscan import ObjectScanner, call_parts, extract_call, parse_call_list
+from ._jsonscan import ObjectScanner, RawArgs, call_parts, extract_call, parse_call_list
+from ._react_lines import plain_parameter
 from .base import Event, Malformed, ToolCallArgs, ToolCallEnd, ToolCallStart, ToolSpec
+
+
+def _plain_string(args: Any) -> bool:
+    """Whether ``args`` is a string value (not raw text) that holds no JSON object or array."""
+    if not isinstance(args, str) or isinstance(args, RawArgs):
+        return False
+    head = args.lstrip()
+    return bool(head) and not head.startswith(("{", "["))
 
 
 def _merge_repairs(*groups: Sequence[str]) -> tuple[str, ...]:
@@ -109,6 +122,12 @@ class CallAssembler:
         self, out: list[Event], name: str, args: Any, raw_block: str, extra: tuple[str, ...], fragment: str | None
     ) -> None:
         """Validate and repair the arguments once; end the call, starting it first if it was not."""
+        if _plain_string(args):
+            param = self._plain_parameter(name)
+            if param is None:
+                self.fail(out, raw_block, f"arguments must be a JSON object, got the string {args[:60]!r}")
+                return
+            args, extra = {param: args}, (*extra, "plain_input")
         outcome = finalize_call(self.index, name, args)
         if not outcome.ok or outcome.arguments is None:
             self.fail(out, raw_block, outcome.error or "invalid arguments")
@@ -120,6 +139,11 @@ class CallAssembler:
                 out.append(ToolCallArgs(index, fragment))
         out.append(ToolCallEnd(index, outcome.name, outcome.arguments, _merge_repairs(extra, outcome.repairs)))
         self.open = None
+
+    def _plain_parameter(self, name: str) -> str | None:
+        """The tool's single string parameter, which a plain-string ``arguments`` value fills."""
+        resolved = self.index.resolve(name)[0]
+        return plain_parameter(self.index.tools[resolved]) if resolved is not None else None
 
     def finish_raw(self, out: list[Event], body: str, cut: Callable[[list[Event]], bool]) -> None:
         """Finalize a block body that did not open with ``{``: a list of calls, a fenced object...

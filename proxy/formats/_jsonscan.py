@@ -178,6 +178,13 @@ def _decode_string(quote: str, capture: list[str] | None) -> str | None:
     return parsed[0] if parsed is not None and isinstance(parsed[0], str) else raw
 
 
+class RawArgs(str):
+    """``arguments`` text exactly as written (an object, a number...): text to parse. Any other ``str``
+    an extracted call holds is a JSON string value, which may be a plain input rather than JSON."""
+
+    __slots__ = ()
+
+
 def call_parts(obj: Any) -> tuple[str, Any, bool] | None:
     """``(name, arguments, has_arguments)`` of a parsed call object (also OpenAI's nested shape)."""
     if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and "name" not in obj:
@@ -194,10 +201,10 @@ def extract_call(raw: str, sc: ObjectScanner) -> tuple[str, Any, bool] | None:
     """Name and arguments of a complete object: from the scanned spans, else by parsing it."""
     if sc.name is not None and sc.args_start is not None and sc.args_end is not None:
         span = raw[sc.args_start : sc.args_end].strip()
-        args: Any = span
+        args: Any = RawArgs(span)
         if sc.args_kind in ('"', "'"):
             decoded = parse_json_lenient(span)
-            args = decoded[0] if decoded is not None and isinstance(decoded[0], str) else span
+            args = decoded[0] if decoded is not None and isinstance(decoded[0], str) else RawArgs(span)
         elif sc.args_kind == "p" and span in ("", "null", "None"):
             args = None
         return sc.name, args, True

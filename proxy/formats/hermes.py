@@ -10,6 +10,8 @@ Wire syntax, as asked of the model and as ``render_calls`` writes it::
 Small models drop the tags, so a *bare* call object at the start of a line (alone, or as the
 first thing in a ```json / bare ``` fence) is a call too, when its ``name`` is one of the request's
 tools and it has ``arguments`` (or ``parameters``). Any other bare JSON stays text exactly as written.
+Commas and blanks between a call and a next object (``{...}, {...}``: a list without its brackets) are
+markup when that object is a call too, and text as written when it is not.
 Inside tags the JSON may be sloppy (json5, single quotes, Python literals): ``finalize_call`` repairs it.
 
 States (``_State``; one ``_step_*`` method each, ``_close_*`` for the end of output):
@@ -23,7 +25,7 @@ States (``_State``; one ``_step_*`` method each, ``_close_*`` for the end of out
 * CANDIDATE: a bare ``{``: a bounded prefix check (``{"name"`` ...), then the object is held
   (up to ``_BARE_CAP``) until balanced -> a call (TEXT, or FENCE_TAIL in a fence) or text (tags
   inside it removed and reported, unless it sits in a code fence).
-* FENCE_TAIL: after a fenced call: its closing ````` is dropped -> TEXT.
+* FENCE_TAIL: after a fenced call: its closing ````` is dropped -> TEXT; ``{`` (after commas) -> CANDIDATE.
 * BLOCK_OPEN: after ``<tool_call>``: ``{`` -> BLOCK_OBJECT, anything else -> BLOCK_RAW.
 * BLOCK_OBJECT: the object, scanned incrementally: ToolCallStart once ``"name"`` is read,
   ToolCallArgs for the raw ``arguments`` text, ToolCallEnd when balanced -> BLOCK_AFTER. A tag
@@ -150,6 +152,8 @@ class HermesParser:
             return False
         if self._after_block and not self._skip_block_gap():
             return False
+        if self._state is not _State.TEXT:  # the gap was held before a next object
+            return True
         s, line, i = self._buf, self._line_start, 0  # `line`: the line-start flag at `i`
         while (m := TEXT_HIT.search(s, i)) is not None:
             p, c = m.start(), m.group()
@@ -194,12 +198,20 @@ class HermesParser:
         return not self._join
 
     def _skip_block_gap(self) -> bool:
-        """Drop the whitespace right after a block unless prose follows; False while undecided."""
+        """Drop the whitespace right after a block unless prose follows; False while undecided.
+
+        Commas there (``{...}, {...}``: a list without its brackets) are held as the prefix of the
+        next object: dropped with it if it is a call, shown as written if it is prose."""
         s = self._buf
-        k = _WS.match(s).end()  # type: ignore[union-attr]
+        k = _SEP.match(s).end()  # type: ignore[union-attr]
         if k <= MAX_HOLDBACK:
             if k == len(s):
                 return False
+            if s[k] == "{" and "," in s[:k]:
+                self._after_block = False
+                self._start_candidate(s[k:], s[:k], fenced=False)
+                return True
+            k = _WS.match(s).end()  # type: ignore[union-attr]
             if s[k] in "<{":
                 self._line_start = advance_line(self._line_start, s, 0, k)
                 self._buf = s[k:]
@@ -340,7 +352,13 @@ class HermesParser:
 
     def _step_fence_tail(self, out: list[Event]) -> bool:
         s = self._buf
-        k = _WS.match(s).end()  # type: ignore[union-attr]
+        k, j = _WS.match(s).end(), _SEP.match(s).end()  # type: ignore[union-attr]
+        if j > k and j <= MAX_HOLDBACK:  # commas: held before a next object, as after a block
+            if j == len(s):
+                return False
+            if s[j] == "{":
+                self._start_candidate(s[j:], s[:j], fenced=True)
+                return True
         if k <= MAX_HOLDBACK:
             if len(s) - k < len(FENCE) and FENCE.startswith(s[k:]):
                 return False

@@ -89,7 +89,9 @@ def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
 @pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
                                   "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
                                   "repairable_json", "bare_json_fence", "json_not_a_call", "bare_then_stray_close",
-                                  "imitated_result", "junk_after_object", "crlf", "two_objects_one_block"])
+                                  "imitated_result", "junk_after_object", "crlf", "two_objects_one_block",
+                                  "bare_comma_list", "bare_comma_list_cut", "bare_comma_list_fence",
+                                  "bare_comma_then_prose_json", "bare_plain_string_args", "bare_plain_string_unusable"])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
@@ -192,6 +194,27 @@ def test_bare_candidate_is_capped_then_flushed_as_text() -> None:
 def test_second_bare_call_is_the_cut_point() -> None:
     events = parse(f"{PARIS}\n{PARIS}\nmore")
     assert [type(e) for e in events] == [ToolCallStart, ToolCallArgs, ToolCallEnd, SecondToolStarted]
+
+
+def test_commas_between_bare_calls_are_markup_held_until_decided() -> None:
+    parser = FORMAT.new_parser(TOOLS, 2)
+    assert [type(e) for e in parser.feed(PARIS + ",\n")] == [ToolCallStart, ToolCallArgs, ToolCallEnd]
+    assert parser.feed('{"name": "Oslo"') == []  # the comma waits for the object it precedes
+    assert merge(parser.feed("} ok") + parser.close()) == [Text(',\n{"name": "Oslo"} ok')]
+    assert summarize(parse(PARIS + ", and more"))["content"] == ", and more"  # no object follows: prose
+    assert summarize(parse("<think>x</think>, {}"))["content"] == ", {}"
+
+
+def test_plain_string_arguments_fill_the_single_string_parameter() -> None:
+    events = parse('{"name": "get_weather", "arguments": "Rome"}')
+    assert only(events, ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"Rome"}', ("plain_input",))]
+    block = parse('<tool_call>{"name": "search_docs", "arguments": "17 * 23 + 4"}</tool_call>')
+    assert only(block, ToolCallEnd)[0].repairs == ("plain_input",)
+    bad = only(parse(CASES["bare_plain_string_unusable"]["output"], 2), Malformed)[0]
+    assert bad.raw == ', {"name": "write_file", "arguments": "17 * 23 + 4"}'  # its separator is markup too
+    assert bad.reason == "arguments must be a JSON object, got the string '17 * 23 + 4'"
+    number = only(parse('<tool_call>{"name": "get_weather", "arguments": 42}</tool_call>'), Malformed)[0]
+    assert number.index == 0 and "got number" in number.reason  # raw JSON that is no string is not plain input
 
 
 def test_repairs_are_reported() -> None:
