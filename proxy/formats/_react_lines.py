@@ -9,7 +9,8 @@ depends on how the text was chunked. The lexical tables the parser scans with li
 An ``Action:`` line's name is cleaned of quotes, bold and ``()``; a non-JSON ``Action Input``
 (``Action Input: Paris``) fills a tool's single string parameter. Calls are written back as one
 ``Action:`` line and one compact JSON ``Action Input:`` line, which the parser reads unchanged; the
-prompt text that teaches the syntax is here too.
+prompt text that teaches the syntax is here too, and ``Section``, the parser's record of one run of prose
+(with the text it keeps for the answer fallback described in ``react``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
 from ._args import canonical_json, parse_json_lenient
 from ._prompt import choice_instruction, describe_tools
-from ._text import MAX_HOLDBACK
+from ._text import MAX_HOLDBACK, TextKind
 from .base import ToolChoice, ToolSpec
 
 
@@ -65,6 +67,31 @@ FENCE = "```"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 LineInfo = tuple[Line, Marker | None, int]
+# Characters of a Thought / Observation section kept for the answer fallback (see ``react``).
+KEEP_LIMIT = 64 * 1024
+
+
+@dataclass(slots=True)
+class Section:
+    """The parser's record of one run of prose on one channel; trailing whitespace is held until more prose follows."""
+
+    channel: TextKind
+    strip: bool = True  # drop leading whitespace (not for the output's first section: plain text stays intact)
+    started: bool = False
+    pending: str = ""
+    keep: bool = False  # a Thought / Observation section: keep its text for the answer fallback
+    kept: list[str] = field(default_factory=list)
+    kept_len: int = 0
+
+    def remember(self, text: str) -> str:
+        """Keep ``text`` (about to be emitted) for the answer fallback, up to ``KEEP_LIMIT`` characters
+        (a prefix, so the kept text does not depend on chunking); returns ``text``."""
+        room = KEEP_LIMIT - self.kept_len
+        if self.keep and room > 0 and text:
+            piece = text[:room]
+            self.kept.append(piece)
+            self.kept_len += len(piece)
+        return text
 
 
 def classify_line(buf: str, pos: int, final: bool, strict: bool = False) -> LineInfo | None:
@@ -99,6 +126,19 @@ def classify_line(buf: str, pos: int, final: bool, strict: bool = False) -> Line
         elif not final and len(head) < len(variant) and variant.startswith(head):
             return None
     return (Line.MARKER, best[1], i + len(best[0])) if best else plain
+
+
+def has_call_line(text: str) -> bool:
+    """Whether a line of ``text`` starts with ``Action:`` or ``Action Input:`` (markup, never an answer)."""
+    calls = (Marker.ACTION, Marker.ACTION_INPUT)
+    pos = 0
+    while pos < len(text):
+        info = classify_line(text, pos, final=True)
+        if info is not None and info[0] is Line.MARKER and info[1] in calls:
+            return True
+        nl = text.find("\n", pos)
+        pos = len(text) if nl == -1 else nl + 1
+    return False
 
 
 def clean_name(raw: str) -> str:

@@ -16,6 +16,18 @@ never inside a ``` fence in prose (the line syntax: ``_react_lines``). Text with
 unchanged; whitespace next to a marker, block or think tag is dropped, and two sections of one channel
 are joined by a newline. ``Observation:`` before any Action is Reasoning.
 
+Answer fallback: small models sometimes end a turn without ``Final Answer:``, writing the answer as
+an ``Observation:`` (imitating the tool result in the history) or as a bare ``Thought:``. Those
+sections stream as Reasoning, since a ``Final Answer:`` or an Action may still follow. At ``close()``
+(not for a ``length`` cut: a cut-off thought may be a call's preamble), if the output had no
+``Final Answer:`` marker, no Action block (started, malformed or cut) and no
+non-blank Text, the text of the last ``Observation:`` section, or else of the last ``Thought:``
+section, is emitted once more as Text (stripped; at most ``KEEP_LIMIT`` characters are kept per
+section, so the cost is bounded), unless a line of it starts with ``Action:`` / ``Action Input:``
+(call markup glued to a marker is never an answer). The rule only looks at what the whole output
+contains, so it gives the same events in any chunking. ``<think>`` text never becomes content, and an
+``Observation:`` after a call is still an invented tool result that ends the turn.
+
 States and transitions (one method per state, see ``_ReactParser._handlers``)::
 
     PROSE        --"Thought:"/"Final Answer:"--> PROSE (switch channel)
@@ -40,7 +52,6 @@ ToolCallArgs. Arguments are repaired and validated once, by ``finalize_call``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 from ._args import ToolIndex, finalize_call
@@ -58,9 +69,11 @@ from ._react_lines import (
     Line,
     LineInfo,
     Marker,
+    Section,
     arguments_line,
     classify_line,
     clean_name,
+    has_call_line,
     input_arguments,
     prompt_text,
 )
@@ -94,16 +107,6 @@ class _State(Enum):
     DONE = "done"
 
 
-@dataclass(slots=True)
-class _Section:
-    """One run of prose on one channel; its trailing whitespace is held until more prose follows."""
-
-    channel: TextKind
-    strip: bool = True  # drop leading whitespace (not for the output's first section: plain text stays intact)
-    started: bool = False
-    pending: str = ""
-
-
 class _ReactParser:
     """Sans-IO ReAct parser for one response (see the module docstring for the states)."""
 
@@ -122,9 +125,13 @@ class _ReactParser:
         }
         self._buf, self._pos = "", 0
         self._line_start, self._in_fence = True, False
-        self._section, self._outer = _Section(Text, strip=False), _Section(Text)
+        self._section, self._outer = Section(Text, strip=False), Section(Text)
         self._out = EventBuffer()
         self._emitted: set[TextKind] = set()  # channels that already got text, for the section separator
+        self._answered = False  # a Final Answer marker or an Action block: no answer fallback
+        self._has_text = False  # non-blank Text was emitted: no answer fallback
+        self._thought: Section | None = None  # the last Thought section, for the fallback
+        self._observation: Section | None = None  # the last Observation section before any Action
         self._reset_block()
 
     def _reset_block(self) -> None:
@@ -152,6 +159,8 @@ class _ReactParser:
         if self._state in (_State.PROSE, _State.THINK) and self._section.pending:
             self._emit_text(self._section.channel, self._section.pending)  # trailing whitespace of the output
         self._state = _State.DONE
+        if finish_reason != "length":  # a cut-off thought may be a call's preamble, not an answer
+            self._answer_fallback()
         return self._out.take()
 
     def _drive(self, final: bool) -> list[Event]:
@@ -163,7 +172,17 @@ class _ReactParser:
 
     def _emit_text(self, cls: TextKind, text: str) -> None:
         self._emitted.add(cls)
+        self._has_text = self._has_text or (cls is Text and not text.isspace())
         self._out.text(cls, text)
+
+    def _answer_fallback(self) -> None:
+        """At the end: an answer written only as Observation / Thought becomes content (module docstring)."""
+        if self._answered or self._has_text:
+            return
+        sec = self._observation or self._thought
+        answer = "".join(sec.kept).strip() if sec is not None else ""
+        if answer and not has_call_line(answer):  # call markup glued to a marker is not an answer
+            self._emit_text(Text, answer)
 
     def _say(self, text: str) -> None:
         """Emit prose on the current section's channel, holding back trailing whitespace (capped)."""
@@ -177,16 +196,17 @@ class _ReactParser:
                 sec.pending = "\n"  # keep separate sections of one channel apart
         body = text.rstrip()
         if body:
-            self._emit_text(sec.channel, sec.pending + body)
+            self._emit_text(sec.channel, sec.remember(sec.pending + body))
             sec.pending = text[len(body) :]
         else:
             sec.pending += text
         if len(sec.pending) > MAX_HOLDBACK:
-            self._emit_text(sec.channel, sec.pending[:-MAX_HOLDBACK])
+            self._emit_text(sec.channel, sec.remember(sec.pending[:-MAX_HOLDBACK]))
             sec.pending = sec.pending[-MAX_HOLDBACK:]
 
-    def _to_prose(self, channel: TextKind, line_start: bool) -> None:
-        self._state, self._section, self._line_start = _State.PROSE, _Section(channel), line_start
+    def _to_prose(self, channel: TextKind, line_start: bool, keep: bool = False) -> Section:
+        self._state, self._section, self._line_start = _State.PROSE, Section(channel, keep=keep), line_start
+        return self._section
 
     # ---- states ----------------------------------------------------------------------
 
@@ -211,7 +231,7 @@ class _ReactParser:
             if think != -1:
                 self._say(buf[pos:think])
                 self._pos = think + len(THINK_OPEN)
-                self._state, self._outer, self._section = _State.THINK, self._section, _Section(Reasoning)
+                self._state, self._outer, self._section = _State.THINK, self._section, Section(Reasoning)
                 return True
             if not at_line and not final:
                 stop -= partial_marker_len(buf[max(pos, stop - len(THINK_OPEN)) : stop], (THINK_OPEN,))
@@ -232,8 +252,12 @@ class _ReactParser:
                 return pos, True
 
     def _on_marker(self, marker: Marker, raw: str) -> None:
-        if marker is Marker.THOUGHT or (marker is Marker.OBSERVATION and not self._blocks):
-            self._to_prose(Reasoning, line_start=False)
+        # A Final Answer or an Action block (started, malformed or cut) rules out the answer fallback.
+        self._answered = self._answered or marker not in (Marker.THOUGHT, Marker.OBSERVATION)
+        if marker is Marker.THOUGHT:
+            self._thought = self._to_prose(Reasoning, line_start=False, keep=True)
+        elif marker is Marker.OBSERVATION and not self._blocks:
+            self._observation = self._to_prose(Reasoning, line_start=False, keep=True)
         elif marker is Marker.FINAL_ANSWER:
             self._to_prose(Text, line_start=False)
         elif marker is Marker.OBSERVATION:

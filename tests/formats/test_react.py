@@ -61,7 +61,8 @@ def test_golden_never_leaks_markers(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["write_file_diff", "two_tools_parallel", "text_after_call", "think_block",
-                                  "marker_in_code_fence", "unrepairable_block", "repairable_json"])
+                                  "marker_in_code_fence", "unrepairable_block", "repairable_json",
+                                  "thought_then_observation_answer"])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
@@ -160,7 +161,7 @@ def test_holdback_is_bounded() -> None:
      ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd, Text("Observation")]),
     ('Action:   "get_weather()"  \nAction Input: {"city": "Rome"}', [ToolCallStart(0, "get_weather"),
      ToolCallArgs(0, '{"city": "Rome"}'), ToolCallEnd]),
-    ("Thought: a\n\n  Thought: b\nanswer:", [Reasoning("a\nb\nanswer:")]),
+    ("Thought: a\n\n  Thought: b\nanswer:", [Reasoning("a\nb\nanswer:"), Text("b\nanswer:")]),  # answer fallback
     ("<think>x</think>Action: get_weather\nAction Input: Oslo", [Reasoning("x"), ToolCallStart(0, "get_weather"),
      ToolCallEnd]),
 ])
@@ -174,6 +175,45 @@ def test_edge_cases(output: str, expected: list[Any]) -> None:
 def test_observation_before_any_call_is_reasoning() -> None:
     assert parse("Observation: the user is polite.\nFinal Answer: Hi!") == [
         Reasoning("the user is polite."), Text("Hi!")]
+
+
+@pytest.mark.parametrize(("output", "content"), [
+    ("Observation: It is 13 degrees.", ["It is 13 degrees."]),
+    ("Thought: I now know.\nObservation: It is 13 degrees.\n", ["It is 13 degrees."]),
+    ("Observation: It is 13 degrees.\nThought: I answered.", ["It is 13 degrees."]),
+    ("Observation: first\nObservation: second", ["second"]),
+    ("Thought: one\nThought: It is 13 degrees.", ["It is 13 degrees."]),
+    ("Thought: so <think>hidden</think> it is 13.", ["so  it is 13."]),
+    ("Thought: x\nFinal Answer:", []),
+    ("Thought: x\nFinal Answer: 13", ["13"]),
+    ("<think>It is 13 degrees.</think>", []),
+    ("Thought: I will look.\nAction: get_weather", []),
+    ("Thought: looking\nAction: get_time\nAction Input: {}", []),
+    ('Thought: a\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: 13', []),
+    ("Thought: a\n\nstill a\nThought: b", ["b"]),
+    ("Thought: a\nFinal Answer: x\nThought: b", ["x"]),
+    ("plain\nThought: b", ["plain"]),
+    ('Thought:Action Input: {"city": "Oslo"}', []),
+    ("Observation: ```\nAction: get_weather\n```", []),
+    ("Thought: use **Action:** lines", ["use **Action:** lines"]),
+])
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_answer_fallback_needs_no_answer_no_call_and_no_text(output: str, content: list[str], finish: str) -> None:
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output, finish)  # type: ignore[arg-type]
+    texts = [e.text for e in events if isinstance(e, Text)]
+    if finish == "stop":
+        assert texts == content
+    elif "Final Answer:" in output or output.startswith("plain"):
+        assert texts == content  # real content, not the fallback
+    else:
+        assert texts == []  # a length cut never falls back: a cut-off thought may be a call's preamble
+
+
+def test_answer_fallback_keeps_a_bounded_prefix() -> None:
+    body = "word " * 20_000 + "end"
+    events = parse("Observation: " + body)
+    assert events[0] == Reasoning(body)
+    assert events[1] == Text(body[: 64 * 1024].strip())
 
 
 def test_long_arguments_are_linear() -> None:
