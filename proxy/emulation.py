@@ -50,6 +50,7 @@ class _Attempt:
     abandoned_call: bool = False  # a call was partly streamed, then failed: end the turn
     finish: str | None = None
     chunks: int = 0
+    can_repair: bool = False  # a repair re-ask is still allowed for this attempt
 
 
 @dataclass(slots=True)
@@ -83,7 +84,7 @@ class Emulator:
         started = False
         attempt_no = 0
         while True:
-            attempt = _Attempt()
+            attempt = _Attempt(can_repair=repairs_left > 0)
             body = {**self.plan.body, "messages": [*self.plan.body["messages"], *extra], "stream": True,
                     "stream_options": {"include_usage": True}}
             upstream_stream = await self.upstream.stream(body)
@@ -158,8 +159,7 @@ class Emulator:
         """Stop early when this attempt can only end in a re-ask or an abandoned call."""
         if attempt.abandoned_call:
             return True
-        return bool(attempt.malformed) and self.calls_sent == 0 and self.rule.max_repair_retries > 0 \
-            and not attempt.calls
+        return bool(attempt.malformed) and attempt.can_repair and self.calls_sent == 0 and not attempt.calls
 
     def _translate(self, events: list[Event], attempt: _Attempt) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -400,3 +400,13 @@ async def test_call_written_despite_tool_choice_none_stays_out(start_proxy, fake
     message = result["choices"][0]["message"]
     assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
     assert message["content"].strip() == "It is sunny."
+
+
+async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
+    bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'
+    fake_upstream.script(Reply(pieces=text_stream([bad])),
+                         Reply(pieces=text_stream([bad, "\nSorry, I cannot look that up."])))
+    result = await ask(proxy, False)
+    assert len(fake_upstream.requests) == 2
+    assert result["choices"][0]["message"]["content"].strip() == "Sorry, I cannot look that up."
