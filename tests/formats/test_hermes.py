@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -24,15 +23,23 @@ from proxy.formats.base import (
     ToolCallRecord,
     ToolCallStart,
     ToolChoice,
-    ToolSpec,
 )
 from proxy.formats.hermes import HermesFormat
-from tests.formats.harness import assert_same_in_all_chunkings, feed_chunks, merge, summarize
+from tests.formats import harness
+from tests.formats.harness import (
+    assert_no_leak,
+    assert_same_in_all_chunkings,
+    check_golden,
+    feed_chunks,
+    load_golden,
+    merge,
+    only,
+    summarize,
+)
 from tests.formats.tools import TOOLS
 
 FORMAT = HermesFormat()
-GOLDEN = sorted((Path(__file__).parent / "golden" / "hermes").glob("*.json"))
-CASES = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in GOLDEN}
+CASES = load_golden("hermes")
 MARKERS = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>")
 # cases whose visible text legitimately contains a marker or JSON (mentions, prose JSON, prefixes)
 TEXT_CASES = {"marker_in_code_fence", "marker_in_inline_code", "python_fence_with_call_json", "json_not_a_call",
@@ -40,12 +47,7 @@ TEXT_CASES = {"marker_in_code_fence", "marker_in_inline_code", "python_fence_wit
 PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 
-def parse(text: str, max_calls: int = 1, finish: Any = "stop", tools: list[ToolSpec] = TOOLS) -> list[Event]:
-    return merge(feed_chunks(lambda: FORMAT.new_parser(tools, max_calls), [text], finish))
-
-
-def only(events: list[Event], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
+parse = partial(harness.parse, FORMAT)
 
 
 # ---- golden cases ------------------------------------------------------------------------
@@ -57,20 +59,14 @@ def test_golden_set_is_complete() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str) -> None:
-    case = CASES[name]
-    events = assert_same_in_all_chunkings(
-        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
-    )
-    assert summarize(events) == case["expect"], case["description"]
+    check_golden(FORMAT, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - TEXT_CASES))
 def test_golden_never_leaks_markup(name: str) -> None:
     case = CASES[name]
     events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    visible = "".join(e.text for e in events if isinstance(e, Text))
-    assert not any(marker in visible for marker in MARKERS), visible
-    assert '"arguments"' not in visible, visible
+    assert_no_leak(events, (*MARKERS, '"arguments"'), kinds=(Text,))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
