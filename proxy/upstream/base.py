@@ -30,6 +30,14 @@ def outcome_of(error: BaseException | None) -> str:
     return "error"
 
 
+def report(observer: Observer | None, name: str, started: float, error: BaseException | None,
+           outcome: str | None = None) -> None:
+    """Tell the observer how an upstream call ended: outcome, seconds since ``started``, HTTP status."""
+    if observer is not None:
+        status = error.status if isinstance(error, UpstreamHTTPError) else None
+        observer(name, outcome or outcome_of(error), time.perf_counter() - started, status)
+
+
 class UpstreamStream:
     """A started upstream stream: iterate for event payloads; always ``aclose`` it."""
 
@@ -68,10 +76,8 @@ class UpstreamStream:
         if self._finished:
             return
         self._finished = True
-        if self._observer is not None:
-            status = error.status if isinstance(error, UpstreamHTTPError) else None
-            label = "cancelled" if isinstance(error, _Cancelled) else outcome_of(error)
-            self._observer(self.name, label, time.perf_counter() - self._started, status)
+        report(self._observer, self.name, self._started, error,
+               "cancelled" if isinstance(error, _Cancelled) else None)
 
 
 class _Cancelled(Exception):

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
 from ..rules import UpstreamConfig
-from .base import Observer, UpstreamStream, outcome_of
+from .base import Observer, UpstreamStream, report
 
 _litellm: Any = None
 
@@ -77,9 +77,7 @@ class LiteLLMUpstream:
         return kwargs
 
     def _observe(self, started: float, error: BaseException | None) -> None:
-        if self._observer is not None:
-            status = error.status if isinstance(error, UpstreamHTTPError) else None
-            self._observer(self.name, outcome_of(error), time.perf_counter() - started, status)
+        report(self._observer, self.name, started, error)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         litellm = _import_litellm()

@@ -20,7 +20,7 @@ import aiohttp
 from ..errors import UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable, upstream_http_error
 from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
-from .base import Observer, UpstreamStream, outcome_of
+from .base import Observer, UpstreamStream, report
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
@@ -95,9 +95,7 @@ class OpenAIUpstream:
         raise upstream_http_error(resp.status, raw)
 
     def _observe(self, started: float, error: BaseException | None) -> None:
-        if self._observer is not None:
-            status = error.status if isinstance(error, UpstreamHTTPError) else None
-            self._observer(self.name, outcome_of(error), time.perf_counter() - started, status)
+        report(self._observer, self.name, started, error)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
