@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .allowlist import allowed_fields, forbidden_extension
+
 ToolMode = Literal["native", "react", "xml", "hermes", "caret", "auto"]
 EmulatedFormat = Literal["react", "xml", "hermes", "caret"]
 EMULATED_MODES: frozenset[str] = frozenset({"react", "xml", "hermes", "caret"})
@@ -41,6 +43,22 @@ class UpstreamConfig(_Strict):
     read_timeout: float = Field(300.0, gt=0, description="idle seconds allowed between bytes of a response")
     total_timeout: float | None = Field(None, gt=0, description="overall cap; none by default (long streams)")
     max_connections: int = Field(256, ge=1)
+    extra_body_fields: tuple[str, ...] = Field(
+        (), description="request fields forwarded besides OpenAI's chat fields (e.g. top_k, min_p)")
+
+    @field_validator("extra_body_fields")
+    @classmethod
+    def _no_destination_fields(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in value if forbidden_extension(name)]
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: may not be forwarded (destination, credentials and headers "
+                             "come only from the rules)")
+        return value
+
+    @property
+    def allowed_fields(self) -> frozenset[str]:
+        """The body fields this upstream receives (see ``allowlist``)."""
+        return allowed_fields(self.extra_body_fields)
 
     @model_validator(mode="after")
     def _base_url_for_openai(self) -> UpstreamConfig:

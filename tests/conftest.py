@@ -50,8 +50,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def fake_upstream() -> AsyncIterator[FakeUpstream]:
+async def _serve_fake() -> tuple[FakeUpstream, web.AppRunner]:
     fake = FakeUpstream()
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", fake.handle)
@@ -60,6 +59,20 @@ async def fake_upstream() -> AsyncIterator[FakeUpstream]:
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     fake.url = f"http://127.0.0.1:{port}/v1"
+    return fake, runner
+
+
+@pytest.fixture
+async def fake_upstream() -> AsyncIterator[FakeUpstream]:
+    fake, runner = await _serve_fake()
+    yield fake
+    await runner.cleanup()
+
+
+@pytest.fixture
+async def attacker() -> AsyncIterator[FakeUpstream]:
+    """A listener standing in for a host an attacker chose: tests assert it receives nothing."""
+    fake, runner = await _serve_fake()
     yield fake
     await runner.cleanup()
 

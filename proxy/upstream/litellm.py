@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..allowlist import chat_body
 from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
@@ -53,6 +54,7 @@ class LiteLLMUpstream:
         self.name = name
         self.config = config
         self._observer = observer
+        self._allowed = config.allowed_fields
 
     async def start(self) -> None:
         """Import litellm now, at app start-up: on the first request the seconds-long import would
@@ -63,16 +65,14 @@ class LiteLLMUpstream:
         """Nothing to close: litellm owns its clients."""
 
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
-        kwargs = dict(body)
+        """litellm's keyword arguments: the allowlisted body fields, then destination, credentials
+        and headers from the rules only (a client-sent ``api_base`` never gets this far)."""
+        kwargs = chat_body(body, self._allowed)
         if not body.get("stream"):
             kwargs.pop("stream_options", None)
-        key = self.config.api_key()
-        if key:
-            kwargs["api_key"] = key
-        if self.config.base_url:
-            kwargs["api_base"] = self.config.base_url
-        if self.config.headers:
-            kwargs["extra_headers"] = dict(self.config.headers)
+        kwargs["api_key"] = self.config.api_key()
+        kwargs["api_base"] = self.config.base_url
+        kwargs["extra_headers"] = dict(self.config.headers)
         kwargs["timeout"] = self.config.total_timeout or self.config.read_timeout
         return kwargs
 

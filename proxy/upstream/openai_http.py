@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from ..allowlist import chat_body
 from ..errors import UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable, upstream_http_error
 from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
@@ -44,6 +45,7 @@ class OpenAIUpstream:
         self._observer = observer
         self._session: aiohttp.ClientSession | None = None
         self._base = (config.base_url or "").rstrip("/")
+        self._allowed = config.allowed_fields
 
     async def start(self) -> None:
         if self._session is None:
@@ -72,11 +74,13 @@ class OpenAIUpstream:
         assert self._session is not None
         return self._session
 
-    async def _post_json(self, path: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+    async def _post_chat(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        """POST the allowlisted fields of ``body`` to the chat endpoint."""
         session = await self._session_ready()
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = json.dumps(chat_body(body, self._allowed), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
-            return await session.post(self._base + path, data=data, headers={"Content-Type": "application/json"})
+            return await session.post(self._base + "/chat/completions", data=data,
+                                      headers={"Content-Type": "application/json"})
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _map_client_error(exc, self.name) from None
 
@@ -100,7 +104,7 @@ class OpenAIUpstream:
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         try:
-            resp = await self._post_json("/chat/completions", body)
+            resp = await self._post_chat(body)
             await self._raise_for_status(resp)
             try:
                 raw = await resp.read()
@@ -121,7 +125,7 @@ class OpenAIUpstream:
     async def stream(self, body: dict[str, Any]) -> UpstreamStream:
         started = time.perf_counter()
         try:
-            resp = await self._post_json("/chat/completions", body)
+            resp = await self._post_chat(body)
             await self._raise_for_status(resp)
         except Exception as exc:
             self._observe(started, exc)

@@ -1,0 +1,59 @@
+"""Which request fields may reach an upstream: an allowlist, never "everything the client sent".
+
+A chat body goes upstream with only the fields OpenAI's Chat Completions endpoint defines, plus
+the names an operator adds with the upstream option ``extra_body_fields`` (sampling knobs such as
+``top_k`` or ``min_p`` of a local server). Everything else is dropped before any upstream client
+sees it. This is what keeps a client from steering the call: litellm reads ``api_base``,
+``base_url``, ``api_key`` and ``extra_headers`` from its keyword arguments, so a forwarded body
+field of that name would send the operator's key to a host of the client's choosing.
+
+Destination, credentials and headers come only from the rules; no extension may name them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# The request fields of POST /v1/chat/completions (OpenAI API reference).
+CHAT_FIELDS: frozenset[str] = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
+    "presence_penalty", "prompt_cache_key", "prompt_cache_retention", "reasoning_effort", "response_format",
+    "safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature",
+    "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+})
+
+# Names that choose where a call goes or what credentials it carries (litellm's keyword arguments
+# among them), or that would smuggle arbitrary fields past the allowlist.
+FORBIDDEN_FIELDS: frozenset[str] = frozenset({
+    "api_base", "base_url", "api_key", "api_version", "api_type", "organization", "project", "extra_headers",
+    "headers", "extra_body", "extra_query", "custom_llm_provider", "deployment_id", "timeout", "client",
+    "mock_response", "input_cost_per_token", "output_cost_per_token", "azure_ad_token", "azure_ad_token_provider",
+    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_region_name", "vertex_credentials",
+    "vertex_project", "vertex_location", "region_name", "litellm_params", "proxy_server_request", "callbacks",
+})
+FORBIDDEN_PREFIXES: tuple[str, ...] = ("aws_", "azure_", "vertex_", "litellm_", "api_")
+
+
+def forbidden_extension(name: str) -> bool:
+    """May an operator's ``extra_body_fields`` not name this field?"""
+    lowered = name.lower()
+    return lowered in FORBIDDEN_FIELDS or lowered.startswith(FORBIDDEN_PREFIXES)
+
+
+def allowed_fields(extra: Iterable[str] = ()) -> frozenset[str]:
+    """The chat fields plus an operator's extension (validated by the rules loader)."""
+    return CHAT_FIELDS | frozenset(extra)
+
+
+def chat_body(body: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    """``body`` with only the ``allowed`` top-level fields, in the client's order."""
+    kept = {key: value for key, value in body.items() if key in allowed}
+    if len(kept) != len(body) and log.isEnabledFor(logging.DEBUG):
+        dropped = sorted(key[:64] for key in body if key not in allowed)[:20]
+        log.debug("fields not forwarded upstream (not in the allowlist): %s", ", ".join(dropped))
+    return kept
