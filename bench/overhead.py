@@ -127,7 +127,7 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
 
 # The proxy under cProfile with a CPU-time clock: on a busy machine wall time mostly measures waiting.
 PROFILED = """import cProfile, sys, time
-from proxy.cli import main
+from toolshim.cli import main
 profiler = cProfile.Profile(time.process_time)
 try:
     profiler.runcall(main, sys.argv[2:])

@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolFormat
-from proxy.formats._args import ToolIndex, finalize_call
+from toolshim.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolFormat
+from toolshim.formats._args import ToolIndex, finalize_call
+
 from tests.formats.tools import TOOLS
 
 MB = 1_000_000

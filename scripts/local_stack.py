@@ -151,7 +151,7 @@ def generate_one_token(service: Service) -> None:
 
 
 def toolshim_command(rules_path: Path, port: int) -> list[str]:
-    """``toolshim serve`` from this interpreter's environment (the console script, else ``-m proxy``)."""
+    """``toolshim serve`` from this interpreter's environment (the console script, else ``-m toolshim``)."""
     script = Path(sys.executable).with_name("toolshim")
     if script.exists():
         return [str(script), "serve", "--rules", str(rules_path), "--host", "127.0.0.1", "--port", str(port)]

@@ -17,11 +17,11 @@ import aiohttp
 import json5
 import pytest
 from aiohttp import web
+from toolshim.app import create_app, start_site
+from toolshim.metrics import Metrics
+from toolshim.rules import load_rules
+from toolshim.settings import Settings
 
-from proxy.app import create_app, start_site
-from proxy.metrics import Metrics
-from proxy.rules import load_rules
-from proxy.settings import Settings
 from tests.fakes import FakeUpstream
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from toolshim.logs import JsonFormatter
+from toolshim.settings import load_settings
 
-from proxy.logs import JsonFormatter
-from proxy.settings import load_settings
 from tests.conftest import free_port
 from tests.fakes import FakeUpstream, Reply, text_stream
 

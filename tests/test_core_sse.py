@@ -11,8 +11,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from proxy.sse import DONE, DONE_BYTES, SSEDecoder, SSEEvent, encode, encode_json
+from toolshim.sse import DONE, DONE_BYTES, SSEDecoder, SSEEvent, encode, encode_json
 
 
 def decode_pieces(pieces: list[str]) -> list[SSEEvent]:

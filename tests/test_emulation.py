@@ -16,8 +16,8 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from toolshim.formats import FORMATS, ToolCallRecord, get_format
 
-from proxy.formats import FORMATS, ToolCallRecord, get_format
 from tests.deltas import check_deltas, parse_sse
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS

@@ -25,9 +25,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
-
-from proxy.formats import ToolCallRecord, get_format
-from proxy.policies import (
+from toolshim.formats import ToolCallRecord, get_format
+from toolshim.policies import (
     CUT_MARKER,
     _fair_shares,
     apply_policies,
@@ -37,8 +36,9 @@ from proxy.policies import (
     trailing_tool_errors,
     trailing_tool_turns,
 )
-from proxy.rewrite import TOOL_FIELDS
-from proxy.rules import ModelRule
+from toolshim.rewrite import TOOL_FIELDS
+from toolshim.rules import ModelRule
+
 from tests.deltas import parse_sse
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 

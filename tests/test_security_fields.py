@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from toolshim.rules import RulesError, load_rules
 
-from proxy.rules import RulesError, load_rules
 from tests.conftest import write_rules
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 

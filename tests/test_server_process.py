@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import free_port, write_rules
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 
-TOOLSHIM = [sys.executable, "-m", "proxy"]
+TOOLSHIM = [sys.executable, "-m", "toolshim"]
 USER = [{"role": "user", "content": "hi"}]
 
 

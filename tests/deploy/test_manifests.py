@@ -26,11 +26,11 @@ import kubernetes_validate
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
+from toolshim.metrics import Metrics
+from toolshim.rules import load_rules
+from toolshim.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
+from toolshim.settings import load_settings
 
-from proxy.metrics import Metrics
-from proxy.rules import load_rules
-from proxy.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
-from proxy.settings import load_settings
 from tests.deploy.contracts import CONTRACT, NOT_IN_K8S_SCHEMAS, SERVICEMONITOR_SCHEMA
 from tests.deploy.files import (
     DASHBOARD,
@@ -153,7 +153,9 @@ def test_dockerfile_copies_come_from_the_context() -> None:
 def test_dockerfile_builder_gets_what_the_build_backend_reads() -> None:
     """setuptools reads pyproject.toml, the readme it names and the package folders: all must be copied."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    package_dirs = project["tool"]["setuptools"]["package-dir"]
+    packages = {package_dirs.get(name, name) for name in project["tool"]["setuptools"]["packages"]
+                if "." not in name}
     parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
     builder = parsed.stages[0]
     copied = {s.rstrip("/") for c in copies(parsed) if c.stage == builder and c.from_stage is None for s in c.sources}

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from proxy.formats.base import (
+from toolshim.formats.base import (
     Event,
     FinishReason,
     Malformed,
@@ -27,6 +27,7 @@ from proxy.formats.base import (
     ToolFormat,
     ToolSpec,
 )
+
 from tests.formats.tools import TOOLS
 
 ParserFactory = Callable[[], StreamParser]

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolshim.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
+from toolshim.formats.base import ToolSpec
 
-from proxy.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
-from proxy.formats.base import ToolSpec
 from tests.formats.tools import TOOLS
 
 
@@ -392,7 +392,7 @@ def test_declared_draft_is_used() -> None:
 )
 def test_invalid_schema_only_checks_required(schema: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
     idx = ToolIndex([tool("t", schema)])
-    with caplog.at_level(logging.WARNING, logger="proxy.formats._args"):
+    with caplog.at_level(logging.WARNING, logger="toolshim.formats._args"):
         assert finalize_call(idx, "t", '{"n": 1, "s": "x"}').ok
         assert finalize_call(idx, "t", '{"s": "x"}').error == "missing required parameter 'n'"
     assert "t" in idx.schema_problems

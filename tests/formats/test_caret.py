@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from proxy.formats import get_format
-from proxy.formats.base import (
+from toolshim.formats import get_format
+from toolshim.formats.base import (
     Malformed,
     SecondToolStarted,
     Text,
@@ -20,7 +19,8 @@ from proxy.formats.base import (
     ToolCallStart,
     ToolChoice,
 )
-from proxy.formats.caret import CaretFormat
+from toolshim.formats.caret import CaretFormat
+
 from tests.formats.harness import (
     assert_same_in_all_chunkings,
     check_event_order,
@@ -226,7 +226,7 @@ def test_render_tools_lists_tools_rules_and_example() -> None:
 
 
 def test_prompt_example_parses_with_its_own_tool() -> None:
-    from proxy.formats.base import ToolSpec
+    from toolshim.formats.base import ToolSpec
 
     note = ToolSpec(
         "save_note",

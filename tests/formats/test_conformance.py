@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
+from toolshim.formats.base import Event
 
-from proxy.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from proxy.formats.base import Event
 from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
 from tests.formats.tools import TOOLS
 

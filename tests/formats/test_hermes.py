@@ -10,9 +10,8 @@ from functools import partial
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from proxy.formats import get_format
-from proxy.formats.base import (
+from toolshim.formats import get_format
+from toolshim.formats.base import (
     Event,
     Malformed,
     Reasoning,
@@ -24,7 +23,8 @@ from proxy.formats.base import (
     ToolCallStart,
     ToolChoice,
 )
-from proxy.formats.hermes import HermesFormat
+from toolshim.formats.hermes import HermesFormat
+
 from tests.formats import harness
 from tests.formats.harness import (
     assert_no_leak,

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolFormat, get_format
+from toolshim.formats.history import content_text, merge_system_prompt, render_history
 
-from proxy.formats import FORMATS, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from proxy.formats.history import content_text, merge_system_prompt, render_history
 from tests.formats.harness import feed_chunks, summarize
 from tests.formats.tools import TOOLS
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from proxy.formats.base import (
+from toolshim.formats.base import (
     Malformed,
     Reasoning,
     SecondToolStarted,
@@ -23,7 +22,8 @@ from proxy.formats.base import (
     ToolChoice,
     ToolSpec,
 )
-from proxy.formats.react import ReactFormat
+from toolshim.formats.react import ReactFormat
+
 from tests.formats import harness
 from tests.formats.harness import (
     assert_no_leak,

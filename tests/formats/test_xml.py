@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from proxy.formats import get_format
-from proxy.formats.base import (
+from toolshim.formats import get_format
+from toolshim.formats.base import (
     Malformed,
     Reasoning,
     SecondToolStarted,
@@ -24,7 +23,8 @@ from proxy.formats.base import (
     ToolChoice,
     ToolSpec,
 )
-from proxy.formats.xml import EXAMPLE, XmlFormat
+from toolshim.formats.xml import EXAMPLE, XmlFormat
+
 from tests.formats import harness
 from tests.formats.harness import (
     assert_no_leak,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.formats.base import ToolSpec
+from toolshim.formats.base import ToolSpec
 
 OPENAI_TOOLS: dict[str, dict[str, Any]] = {
     "get_weather": {
