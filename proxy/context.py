@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,8 @@ class RequestInfo:
     completion_tokens: int | None = None
     tool_calls: int = 0
     parse_outcome: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    policies: list[str] = field(default_factory=list)  # conversation policies that acted
+    error_code: str | None = None  # the error this request ended with (bounded: our codes)
 
     def mark_first_token(self) -> None:
         if self.first_token is None:
@@ -41,27 +41,6 @@ class RequestInfo:
             if isinstance(usage.get("completion_tokens"), int):
                 self.completion_tokens = usage["completion_tokens"]
 
-    def note_native_chunk(self, data: str) -> None:
-        """Native streams: find the first token and the usage without changing the bytes."""
-        if self.first_token is not None and '"usage"' not in data:
-            return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            return
-        if not isinstance(chunk, dict):
-            return
-        if self.stream_head is None:
-            self.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
-        if chunk.get("usage"):
-            self.note_usage(chunk["usage"])
-        choices = chunk.get("choices")
-        for choice in choices if isinstance(choices, list) else ():
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and (delta.get("content") or delta.get("tool_calls")
-                                            or delta.get("reasoning_content")):
-                self.mark_first_token()
-
     def summary(self, status: int, duration: float) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model, "tool_mode": self.tool_mode, "stream": self.stream,
                                "status": status, "duration_ms": round(duration * 1000, 2)}
@@ -73,5 +52,8 @@ class RequestInfo:
                 out[key] = value
         if self.tool_calls:
             out["tool_calls"] = self.tool_calls
-        out.update(self.extra)
+        if self.policies:
+            out["policies"] = list(self.policies)
+        if self.error_code is not None:
+            out["error_code"] = self.error_code
         return out

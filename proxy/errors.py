@@ -1,23 +1,34 @@
-"""The exception tree and the one mapping from an error to an OpenAI error body and status.
+"""The exception tree and the one mapping from any error to what the client and the operator see.
 
-    ProxyError                      (status, type, code, param, message)
-    ├── InvalidRequest              400 invalid_request_error
+    ProxyError                      (status, type, code, param, message)          500 internal_error
+    ├── InvalidRequest              400 invalid_request
     ├── Unauthorized                401 invalid_api_key
-    ├── ModelNotFound               404 model_not_found
+    ├── NotFound                    404 not_found
+    │   └── ModelNotFound           404 model_not_found
     ├── PayloadTooLarge             413 request_too_large
-    ├── UpstreamHTTPError           the upstream's status, its message
-    ├── UpstreamUnavailable         502 upstream_unreachable
-    ├── UpstreamTimeout             504 upstream_timeout
-    └── DeadlineExceeded            504 deadline_exceeded
+    ├── DeadlineExceeded            504 deadline_exceeded
+    └── UpstreamError               type upstream_error
+        ├── UpstreamHTTPError       the upstream's status and message
+        ├── UpstreamProtocolError   502 upstream_protocol_error: bad JSON, an error event mid-stream,
+        │                               a stream that ended before its finish
+        ├── UpstreamUnavailable     502 upstream_unreachable      (also a ConnectionError): no connection
+        ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
+        └── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
 
-Handlers raise these; the error middleware renders them. Nothing else builds error bodies.
-Messages never contain secrets: upstream bodies are reduced to their ``message`` field.
+Code raises these; ``render_error`` turns any exception into (status, body, metric label, log
+level), for the middleware and for streams alike. Nothing else builds error bodies. Messages
+never contain secrets: upstream bodies are reduced to their ``message`` field.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class ProxyError(Exception):
@@ -42,11 +53,6 @@ class ProxyError(Exception):
     def body(self) -> dict[str, Any]:
         """OpenAI's error shape."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    @property
-    def status_label(self) -> str:
-        """A bounded label for metrics: the error code, or the status class."""
-        return self.code or f"{self.status // 100}xx"
 
 
 class InvalidRequest(ProxyError):
@@ -93,12 +99,28 @@ class UpstreamHTTPError(UpstreamError):
         super().__init__(message, status=status, type=type or _type_for_status(status), code=code, param=param)
 
 
-class UpstreamUnavailable(UpstreamError):
+class UpstreamProtocolError(UpstreamError):
+    """The upstream answered, but not as the protocol says (not JSON, an error event, no finish)."""
+
+    status = 502
+    code = "upstream_protocol_error"
+
+
+class UpstreamUnavailable(UpstreamError, ConnectionError):
+    """No connection could be made."""
+
     status = 502
     code = "upstream_unreachable"
 
 
-class UpstreamTimeout(UpstreamError):
+class UpstreamDisconnected(UpstreamError, ConnectionError):
+    """The connection was made, then dropped before the answer was complete."""
+
+    status = 502
+    code = "upstream_disconnected"
+
+
+class UpstreamTimeout(UpstreamError, TimeoutError):
     status = 504
     code = "upstream_timeout"
 
@@ -151,3 +173,45 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
 
 def _stringify(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:2000]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorView:
+    """How one error is shown: HTTP status, OpenAI body, bounded metric label, log level."""
+
+    status: int
+    body: dict[str, Any]
+    label: str
+    level: int
+    error: ProxyError
+
+
+_INTERNAL = "The server had an error while processing your request."
+
+
+def render_error(exc: BaseException) -> ErrorView:
+    """The one mapping from any exception to what the client and the operator see.
+
+    ``ProxyError``s keep their status and body; aiohttp's HTTP exceptions (unknown path, wrong
+    method) become OpenAI-shaped errors; anything else is a bug: a 500 that reveals nothing.
+    """
+    from aiohttp import web  # here, so the sans-IO modules that import errors stay free of aiohttp
+
+    if isinstance(exc, ProxyError):
+        err, level = exc, logging.INFO if exc.status < 500 else logging.WARNING
+    elif isinstance(exc, web.HTTPException):
+        err, level = _http_exception_error(exc), logging.INFO
+    else:
+        err, level = ProxyError(_INTERNAL), logging.ERROR
+    return ErrorView(err.status, err.body(), err.code or f"{err.status // 100}xx", level, err)
+
+
+def _http_exception_error(exc: web.HTTPException) -> ProxyError:
+    if exc.status == 404:
+        return NotFound("Unknown path; see /v1/chat/completions, /v1/models, /healthz, /metrics")
+    if exc.status == 405:
+        return ProxyError("Method not allowed for this path", status=405, type="invalid_request_error",
+                          code="method_not_allowed")
+    if exc.status == 413:
+        return PayloadTooLarge(exc.reason or "Request body too large")
+    return ProxyError(exc.reason or "HTTP error", status=exc.status, type="invalid_request_error", code=None)

@@ -18,12 +18,12 @@ import aiohttp
 from aiohttp import web
 
 from . import modes
-from .app import METRICS, SETTINGS, STATE, reload_rules, request_info
-from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized
+from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized, render_error
 from .policies import apply_policies
 from .rules import Resolved
-from .schemas import ChatRequest, validate_chat
 from .sse import encode_json
+from .state import METRICS, SETTINGS, STATE, reload_rules, request_info
+from .turn import ChatTurn
 from .upstream.openai_http import relay_headers
 
 log = logging.getLogger(__name__)
@@ -59,27 +59,23 @@ def resolve_model(request: web.Request, model: str) -> Resolved:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """handler → turn → policies → mode (rewrite → upstream → decoder → parser → builder) → SSE."""
     info = request_info(request)
     info.counted = True
-    raw = await read_json(request)
-    chat = validate_chat(raw)
-    info.stream = bool(chat.stream)
-    info.in_flight = "true" if info.stream else "false"
-    request.app[METRICS].in_flight.labels(info.in_flight).inc()
-    resolved = resolve_model(request, chat.model)
+    turn = ChatTurn.from_body(await read_json(request))
+    settings, metrics, state = request.app[SETTINGS], request.app[METRICS], request.app[STATE]
+    info.stream = turn.stream
+    metrics.request_started(info)
+    resolved = resolve_model(request, turn.model)
     info.model, info.tool_mode = resolved.label, resolved.rule.tool_mode
-    state = request.app[STATE]
     upstream = state.runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    settings, metrics = request.app[SETTINGS], request.app[METRICS]
-    policy = apply_policies(raw, resolved.rule)
-    for action in policy.actions:
-        metrics.policy_actions.labels(info.model, action).inc()
-    if policy.actions:
-        info.extra["policies"] = list(policy.actions)
-    job = modes.ChatJob(policy.body, chat.model, resolved, upstream, info, metrics, state.auto_emulate_until,
-                        settings.dump_dir)
-    if chat.stream:
+    policy = apply_policies(turn, resolved.rule)
+    metrics.record_policies(info.model, policy.actions)
+    info.policies.extend(policy.actions)
+    job = modes.ChatJob(policy.turn, resolved, upstream, info, metrics, state.auto_emulate_until,
+                        settings.dump_dir, settings.log_content)
+    if turn.stream:
         return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
     return web.json_response(await modes.complete_within(job), dumps=_dumps)
 
@@ -103,17 +99,16 @@ async def send_stream(request: web.Request, chunks: AsyncIterator[bytes]) -> web
             await response.write(first)
         async for chunk in chunks:
             await response.write(chunk)
-    except ProxyError as err:
-        info.extra["error_code"] = err.code
-        log.warning("stream failed after it started: %s", err.message)
-        await _write_quietly(response, encode_json(err.body()))
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-        info.extra["error_code"] = "client_closed"
-    except Exception:  # a bug must still end the stream in OpenAI's shape, not as raw HTTP in the body
-        log.exception("stream failed after it started")
-        err = ProxyError("The server had an error while processing your request.")
-        info.extra["error_code"] = err.code
-        await _write_quietly(response, encode_json(err.body()))
+        info.error_code = "client_closed"
+    except Exception as exc:  # ends the stream in OpenAI's shape (a bug too), never as a clean close
+        view = render_error(exc)
+        info.error_code = view.error.code
+        if view.level >= logging.ERROR:
+            log.exception("stream failed after it started")
+        else:
+            log.warning("stream failed after it started: %s", view.error.message)
+        await _write_quietly(response, encode_json(view.body))
     finally:
         await chunks.aclose()
     return response
@@ -210,4 +205,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/{tail:.+}", passthrough)
 
 
-__all__ = ["ChatRequest", "add_routes", "send_stream"]
+__all__ = ["add_routes", "send_stream"]

@@ -9,6 +9,7 @@ Label values are bounded: ``model`` is a rule's match pattern or ``other``.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,6 +19,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+if TYPE_CHECKING:
+    from .builder import Tally
+    from .context import RequestInfo
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 OTHER = "other"
@@ -83,6 +88,60 @@ class Metrics:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
 
+    # ---- recording: label tuples are built here and nowhere else ------------------------------
+
+    def request_started(self, info: RequestInfo) -> None:
+        """A counted request is being served: raise the in-flight gauge (once)."""
+        if info.in_flight is None:
+            info.in_flight = _flag(info.stream)
+            self.in_flight.labels(info.in_flight).inc()
+
+    def request_finished(self, info: RequestInfo, status: int, duration: float) -> None:
+        """Lower the gauge; count the request, its latency, first token and tokens."""
+        if info.in_flight is not None:
+            self.in_flight.labels(info.in_flight).dec()
+            info.in_flight = None
+        if not info.counted:
+            return
+        stream = _flag(info.stream)
+        self.requests.labels(info.model, info.tool_mode, stream, info.error_code or f"{status // 100}xx").inc()
+        self.request_duration.labels(info.model, info.tool_mode, stream).observe(duration)
+        if info.stream and info.first_token is not None:
+            self.ttft.labels(info.model, info.tool_mode).observe(info.first_token - info.started)
+        if info.prompt_tokens:
+            self.prompt_tokens.labels(info.model).inc(info.prompt_tokens)
+        if info.completion_tokens:
+            self.completion_tokens.labels(info.model).inc(info.completion_tokens)
+
+    def record_policies(self, model: str, actions: list[str]) -> None:
+        for action in actions:
+            self.policy_actions.labels(model, action).inc()
+
+    def record_reask(self, model: str, reason: str) -> None:
+        self.reasks.labels(model, reason).inc()
+
+    def record_fallback(self, model: str) -> None:
+        self.auto_fallbacks.labels(model).inc()
+
+    def record_cut(self, model: str, fmt: str, tokens_saved: int) -> None:
+        self.stream_cuts.labels(model, fmt).inc()
+        if tokens_saved > 0:
+            self.tokens_saved.labels(model).inc(tokens_saved)
+
+    def record_emulation(self, model: str, fmt: str, tally: Tally) -> None:
+        """One emulated answer: its calls, each block's parse outcome, repairs, sanitized markup."""
+        if tally.calls:
+            self.tool_calls.labels(model, fmt).inc(tally.calls)
+        for outcome in tally.parse_outcomes:
+            self.tool_parse.labels(model, fmt, outcome).inc()
+        for kind in tally.repairs:
+            self.tool_repairs.labels(model, fmt, kind).inc()
+        if tally.sanitized:
+            self.markup_sanitized.labels(model, fmt).inc(tally.sanitized)
+
+    def record_reload(self, ok: bool) -> None:
+        self.rules_reloads.labels("ok" if ok else "error").inc()
+
     def observe_upstream(self, upstream: str, outcome: str, seconds: float, status: int | None) -> None:
         """The upstream clients' observer hook."""
         self.upstream_requests.labels(upstream, outcome).inc()
@@ -100,3 +159,7 @@ class Metrics:
             process_collector.ProcessCollector(registry=registry)
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"

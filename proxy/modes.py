@@ -16,20 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from . import native
+from .chunks import ChunkFactory, accumulate
 from .context import RequestInfo
+from .dumps import DEFAULT_DUMP_DIR, DumpWriter
 from .emulation import Emulator
 from .errors import DeadlineExceeded, UpstreamHTTPError
 from .formats import get_format
 from .metrics import Metrics
-from .pipeline import ChunkFactory, accumulate
-from .rewrite import TOOL_FIELDS, build_plan, uses_tools
-from .rules import EMULATED_MODES, Resolved
+from .rewrite import build_plan
+from .rules import Resolved
 from .sse import DONE_BYTES, encode_json
+from .turn import ChatTurn
 from .upstream import Upstream
 
 _TOOLS_REJECTED = re.compile(r"tool|function[ _-]?call", re.IGNORECASE)
 _MAX_REMEMBERED = 10_000
-DEFAULT_DUMP_DIR = Path("toolshim-dumps")  # used when a rule sets dump_raw_output and TOOLSHIM_DUMP_DIR is unset
 
 
 def rejects_tools(err: UpstreamHTTPError) -> bool:
@@ -41,83 +42,73 @@ def rejects_tools(err: UpstreamHTTPError) -> bool:
 class ChatJob:
     """One chat request with everything needed to serve it in any mode."""
 
-    raw: dict[str, Any]
-    requested_model: str
+    turn: ChatTurn
     resolved: Resolved
     upstream: Upstream
     info: RequestInfo
     metrics: Metrics
     auto_memory: dict[str, float]
     dump_dir: Path | None = None
-    factory: ChunkFactory | None = None  # the emulated stream's chunk factory, once it exists
+    log_content: bool = False
+    emulator: Emulator | None = None  # once the emulated path started
 
     @property
-    def stream(self) -> bool:
-        return bool(self.raw.get("stream"))
+    def upstream_model(self) -> str:
+        return self.resolved.upstream_model(self.turn.model)
 
     def native_body(self) -> dict[str, Any]:
-        return {**self.raw, "model": self.resolved.upstream_model(self.requested_model)}
+        return self.turn.native_body(self.upstream_model)
 
-    def emulator(self, format_name: str) -> Emulator:
+    def start_emulator(self, format_name: str) -> Emulator:
         rule = self.resolved.rule
-        plan = build_plan(self.raw, rule, get_format(format_name), self.resolved.upstream_model(self.requested_model))
-        include_usage = bool((self.raw.get("stream_options") or {}).get("include_usage")) or not self.stream
-        dump = self.dump_dir or (DEFAULT_DUMP_DIR if rule.dump_raw_output else None)
-        emulator = Emulator(self.upstream, plan, rule, self.requested_model, self.info, self.metrics,
-                            include_usage, dump)
-        self.factory = emulator.factory
-        return emulator
+        plan = build_plan(self.turn, rule, get_format(format_name), self.upstream_model)
+        folder = self.dump_dir or (DEFAULT_DUMP_DIR if rule.dump_raw_output else None)
+        self.emulator = Emulator(self.upstream, plan, rule, self.turn.model, self.info, self.metrics,
+                                 self.turn.include_usage, DumpWriter(folder) if folder else None, self.log_content)
+        return self.emulator
 
     def finish_chunk(self, reason: str) -> dict[str, Any]:
         """A finish chunk that belongs to the stream already sent (same id, model, created)."""
-        if self.factory is not None:
-            return self.factory.finish(reason)
-        head = self.info.stream_head or {}
-        factory = ChunkFactory(model=str(head.get("model") or self.requested_model))
-        if isinstance(head.get("id"), str):
-            factory.id = head["id"]
-        if isinstance(head.get("created"), int):
-            factory.created = head["created"]
-        return factory.finish(reason)
+        if self.emulator is not None:
+            return self.emulator.builder.deadline_finish()
+        return ChunkFactory.continuing(self.info.stream_head or {}, self.turn.model).finish(reason)
 
-    def note_deadline(self) -> None:
-        self.metrics.policy_actions.labels(self.info.model, "max_request_seconds").inc()
-        self.info.extra.setdefault("policies", []).append("max_request_seconds")
+    def note_policy(self, action: str) -> None:
+        self.metrics.record_policies(self.info.model, [action])
+        self.info.policies.append(action)
 
     def emulation_format(self) -> str | None:
         """The format to emulate with now, or ``None`` to go native."""
-        mode = self.resolved.rule.tool_mode
-        if not uses_tools(self.raw):
+        rule = self.resolved.rule
+        if not self.turn.uses_tools:
             return None
-        if mode in EMULATED_MODES:
-            return mode
-        if mode == "auto" and self.auto_memory.get(self._memory_key(), 0.0) > time.monotonic():
-            return self.resolved.rule.fallback_format
+        if rule.emulated:
+            return rule.tool_mode
+        if rule.tool_mode == "auto" and self.auto_memory.get(self._memory_key(), 0.0) > time.monotonic():
+            return rule.fallback_format
         return None
 
     def _memory_key(self) -> str:
-        return f"{self.resolved.label}\0{self.requested_model}"
+        return f"{self.resolved.label}\0{self.turn.model}"
 
     def remember_fallback(self) -> None:
         if len(self.auto_memory) >= _MAX_REMEMBERED:
             self.auto_memory.clear()
         self.auto_memory[self._memory_key()] = time.monotonic() + self.resolved.rule.auto_fallback_ttl
-        self.metrics.auto_fallbacks.labels(self.info.model).inc()
+        self.metrics.record_fallback(self.info.model)
 
     def can_fall_back(self, err: UpstreamHTTPError) -> bool:
-        return self.resolved.rule.tool_mode == "auto" and uses_tools(self.raw) and rejects_tools(err)
+        return self.resolved.rule.tool_mode == "auto" and self.turn.uses_tools and rejects_tools(err)
 
     def can_retry_without_tools(self, err: UpstreamHTTPError) -> bool:
         """Native rules with ``retry_without_tools``: the upstream failed because of the tools."""
         rule = self.resolved.rule
-        return (rule.retry_without_tools and rule.tool_mode == "native" and bool(self.raw.get("tools") or
-                self.raw.get("functions")) and rejects_tools(err))
+        return (rule.retry_without_tools and rule.tool_mode == "native" and bool(self.turn.tool_defs)
+                and rejects_tools(err))
 
     def without_tools_body(self) -> dict[str, Any]:
-        self.metrics.policy_actions.labels(self.info.model, "retry_without_tools").inc()
-        self.info.extra.setdefault("policies", []).append("retry_without_tools")
-        body = {k: v for k, v in self.native_body().items() if k not in TOOL_FIELDS}
-        return body
+        self.note_policy("retry_without_tools")
+        return self.turn.without_tools().native_body(self.upstream_model)
 
 
 async def complete(job: ChatJob) -> dict[str, Any]:
@@ -134,7 +125,7 @@ async def complete(job: ChatJob) -> dict[str, Any]:
             job.remember_fallback()
             fmt = job.resolved.rule.fallback_format
     job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
-    return accumulate([chunk async for chunk in job.emulator(fmt).chunks()])
+    return accumulate([chunk async for chunk in job.start_emulator(fmt).chunks()])
 
 
 async def stream(job: ChatJob) -> AsyncIterator[bytes]:
@@ -160,7 +151,7 @@ async def stream(job: ChatJob) -> AsyncIterator[bytes]:
             async for piece in relay:
                 yield piece
             return
-    chunks = job.emulator(fmt).chunks()
+    chunks = job.start_emulator(fmt).chunks()
     try:
         async for chunk in chunks:
             yield encode_json(chunk)
@@ -180,13 +171,16 @@ async def with_deadline(job: ChatJob, chunks: AsyncIterator[bytes]) -> AsyncIter
     sent = False
     try:
         while True:
+            scope = asyncio.timeout_at(deadline)
             try:
-                async with asyncio.timeout_at(deadline):
+                async with scope:
                     piece = await anext(chunks)
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                job.note_deadline()
+                if not scope.expired():
+                    raise  # an upstream timeout (also a TimeoutError), not the deadline
+                job.note_policy("max_request_seconds")
                 if not sent:
                     raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") \
                         from None
@@ -203,9 +197,12 @@ async def complete_within(job: ChatJob) -> dict[str, Any]:
     seconds = job.resolved.rule.max_request_seconds
     if seconds is None:
         return await complete(job)
+    scope = asyncio.timeout(seconds)
     try:
-        async with asyncio.timeout(seconds):
+        async with scope:
             return await complete(job)
     except TimeoutError:
-        job.note_deadline()
+        if not scope.expired():
+            raise  # an upstream timeout (also a TimeoutError), not the deadline
+        job.note_policy("max_request_seconds")
         raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") from None

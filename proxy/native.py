@@ -1,15 +1,19 @@
-"""Native mode: the request goes upstream as it is (model renamed if the rule says so).
+"""Native mode: the request goes upstream as the client sent it (model renamed if the rule says so).
 
 Streams are relayed event by event as they arrive, never buffered whole; the bytes of each
-event's payload are not touched.
+event's payload are not touched. Payloads are decoded only to find the first token and the
+usage; an odd one is relayed all the same (native mode does not judge the upstream).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from .context import RequestInfo
+from .delta import Payload, decode, parse_payload
+from .errors import UpstreamProtocolError
 from .sse import DONE_BYTES, encode
 from .upstream import Upstream
 
@@ -25,12 +29,32 @@ async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) ->
     """SSE bytes for the client; closes the upstream when the consumer stops early."""
     upstream_stream = await upstream.stream(body)
     try:
-        async for data in upstream_stream:
-            info.note_native_chunk(data)
-            yield encode(data)
+        async for payload in upstream_stream:
+            _note(payload, info)
+            yield encode(payload if isinstance(payload, str) else _dumps(payload))
         yield DONE_BYTES
     finally:
         await upstream_stream.aclose()
+
+
+def _note(payload: Payload, info: RequestInfo) -> None:
+    """The stream's head, its first token and its usage, without changing what is relayed."""
+    if info.first_token is not None and isinstance(payload, str) and '"usage"' not in payload:
+        return  # the common case, decided without parsing
+    try:
+        chunk = parse_payload(payload)
+        delta = decode(chunk)
+    except UpstreamProtocolError:
+        return
+    if info.stream_head is None:
+        info.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
+    info.note_usage(delta.usage)
+    if delta.has_output:
+        info.mark_first_token()
+
+
+def _dumps(chunk: dict[str, Any]) -> str:
+    return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
 
 
 def _count_calls(result: dict[str, Any]) -> int:

@@ -1,8 +1,8 @@
 """Conversation policies: keep agent loops from spinning and small models within their limits.
 
-Applied to the client's request before the mode is chosen, as pure functions of the body and
-the rule; each returns the new body and the names of the policies that acted (for metrics
-and the log). Withdrawing the tools means ``tool_choice: "none"`` for this turn plus a short
+Applied to the client's request before the mode is chosen, as pure functions of the
+``ChatTurn`` and the rule; each returns a new turn and the names of the policies that acted
+(for metrics and the log). Withdrawing the tools means ``tool_choice: "none"`` for this turn plus a short
 instruction, so native and emulated modes both stop calling tools and the history stays valid.
 
 * consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from .formats import ToolChoice
 from .formats.history import content_text, merge_system_prompt
 from .rules import ModelRule
+from .turn import ChatTurn, tool_name
 
-Message = dict[str, Any]
+Message = Mapping[str, Any]
 
 CUT_MARKER = "\n[... toolshim removed {n} characters of this tool output ...]\n"
 SHORT_CUT_MARKER = "[...{n} cut...]"
@@ -33,36 +35,30 @@ SHORT_CUT_MARKER = "[...{n} cut...]"
 
 @dataclass(slots=True)
 class PolicyResult:
-    body: dict[str, Any]
+    turn: ChatTurn
     actions: list[str] = field(default_factory=list)
 
 
-def apply_policies(raw: dict[str, Any], rule: ModelRule) -> PolicyResult:
+def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
     """All policies, in order: loop guards (which may withdraw tools), budget, output limits."""
-    result = PolicyResult(raw)
-    messages: list[Message] = list(raw.get("messages") or [])
-    if _has_tools(raw) and _ends_with_tool_results(messages):
-        reason = _loop_guard(messages, rule)
+    result = PolicyResult(turn)
+    if turn.offers_tools and _ends_with_tool_results(turn.messages):
+        reason = _loop_guard(turn.messages, rule)
         if reason is not None:
             policy, instruction = reason
-            result.body = _withdraw_tools(result.body, instruction)
+            result.turn = _withdraw_tools(result.turn, instruction)
             result.actions.append(policy)
-    if rule.max_tools and _tool_count(result.body) > rule.max_tools:
-        result.body = _limit_tools(result.body, rule)
+    if rule.max_tools and len(result.turn.tool_defs) > rule.max_tools:
+        result.turn = _limit_tools(result.turn, rule)
         result.actions.append("max_tools")
-    limited = limit_tool_outputs(list(result.body.get("messages") or []), rule)
+    limited = limit_tool_outputs(list(result.turn.messages), rule)
     if limited is not None:
-        result.body = {**result.body, "messages": limited}
+        result.turn = result.turn.with_messages(limited)
         result.actions.append("tool_output_limit")
     return result
 
 
 # ---- loop guards ----------------------------------------------------------------------------
-
-
-def _has_tools(raw: dict[str, Any]) -> bool:
-    choice = raw.get("tool_choice", raw.get("function_call"))
-    return bool(raw.get("tools") or raw.get("functions")) and choice != "none"
 
 
 def _ends_with_tool_results(messages: Sequence[Message]) -> bool:
@@ -163,25 +159,13 @@ def trailing_tool_errors(messages: Sequence[Message], pattern: str) -> int:
     return count
 
 
-def _withdraw_tools(body: dict[str, Any], instruction: str) -> dict[str, Any]:
-    new = {k: v for k, v in body.items() if k not in ("parallel_tool_calls",)}
-    if "functions" in new and "tools" not in new:
-        new["function_call"] = "none"
-    else:
-        new["tool_choice"] = "none"
-    new["messages"] = merge_system_prompt(list(body.get("messages") or []), instruction)
-    return new
+def _withdraw_tools(turn: ChatTurn, instruction: str) -> ChatTurn:
+    """``tool_choice: "none"`` for this turn plus the instruction; the tools stay, so the history stays valid."""
+    withdrawn = replace(turn.with_tool_choice(ToolChoice("none")), parallel=None)
+    return withdrawn.with_messages(merge_system_prompt(list(turn.messages), instruction))
 
 
 # ---- tool budget ------------------------------------------------------------------------------
-
-
-def _tool_count(body: dict[str, Any]) -> int:
-    return len(body.get("tools") or body.get("functions") or ())
-
-
-def _tool_name(tool: dict[str, Any]) -> str:
-    return str((tool.get("function") or tool).get("name", ""))
 
 
 def _recently_used(messages: Sequence[Message]) -> list[str]:
@@ -193,25 +177,18 @@ def _recently_used(messages: Sequence[Message]) -> list[str]:
     return order
 
 
-def _forced_name(body: dict[str, Any]) -> str | None:
-    """The tool a named ``tool_choice`` (or legacy ``function_call``) forces; ``None`` for any other value,
-    malformed ones included (the mode reports those; a policy must not turn them into a 500)."""
-    forced = body.get("tool_choice", body.get("function_call"))
-    target = forced.get("function", forced) if isinstance(forced, dict) else None
-    name = target.get("name") if isinstance(target, dict) else None
-    return name if isinstance(name, str) and name else None
+def _limit_tools(turn: ChatTurn, rule: ModelRule) -> ChatTurn:
+    """Keep ``max_tools``: a forced tool first, then priority list, recent use, request order.
 
-
-def _limit_tools(body: dict[str, Any], rule: ModelRule) -> dict[str, Any]:
-    """Keep ``max_tools``: a forced tool first, then priority list, recent use, request order."""
-    key = "tools" if body.get("tools") else "functions"
-    tools: list[dict[str, Any]] = list(body[key])
-    forced_name = _forced_name(body)
-    ranking = [n for n in (forced_name,) if n] + list(rule.tool_priority) + _recently_used(body.get("messages") or [])
+    A named ``tool_choice`` that names no offered tool is left for the mode to report (a
+    policy must not turn it into a 500)."""
+    tools = turn.tool_defs
+    forced = turn.choice.name if turn.choice.mode == "named" else None
+    ranking = [n for n in (forced,) if n] + list(rule.tool_priority) + _recently_used(turn.messages)
     rank = {name: i for i, name in reversed(list(enumerate(ranking)))}
-    ordered = sorted(enumerate(tools), key=lambda it: (rank.get(_tool_name(it[1]), len(ranking)), it[0]))
+    ordered = sorted(enumerate(tools), key=lambda it: (rank.get(tool_name(it[1]), len(ranking)), it[0]))
     kept = {i for i, _ in ordered[: rule.max_tools]}
-    return {**body, key: [t for i, t in enumerate(tools) if i in kept]}
+    return turn.with_tool_defs(t for i, t in enumerate(tools) if i in kept)
 
 
 # ---- tool output limits -----------------------------------------------------------------------
@@ -260,7 +237,7 @@ def _fair_shares(lengths: list[int], budget: int) -> list[int]:
     return shares
 
 
-def limit_tool_outputs(messages: list[Message], rule: ModelRule) -> list[Message] | None:
+def limit_tool_outputs(messages: list[dict[str, Any]], rule: ModelRule) -> list[dict[str, Any]] | None:
     """Messages with long tool results shortened, or ``None`` when nothing needed cutting."""
     if not (rule.max_tool_output_chars or rule.max_total_tool_output_chars or rule.tool_output_limits):
         return None

@@ -1,6 +1,6 @@
 """Request side of emulation: tools → prompt, history → text, stop sequences merged.
 
-Pure functions over the client's JSON body; the result is a body any chat model accepts
+Pure functions over the ``ChatTurn``; the result is a body any chat model accepts
 (no ``tools``, no ``tool`` role, no ``tool_calls``) plus what the response side needs to know.
 """
 
@@ -13,8 +13,7 @@ from .errors import InvalidRequest
 from .formats import ToolCallRecord, ToolChoice, ToolFormat, ToolSpec
 from .formats.history import merge_system_prompt, render_history
 from .rules import ModelRule
-
-TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+from .turn import ChatTurn
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,35 +33,6 @@ class EmulationPlan:
     def wants_call(self) -> bool:
         """``required`` or a named function: an answer without a valid call gets a re-ask."""
         return self.tool_choice.mode in ("required", "named") and bool(self.tools)
-
-
-def request_tools(raw: dict[str, Any]) -> tuple[list[ToolSpec], bool]:
-    """The request's function tools (``tools`` or legacy ``functions``) and whether legacy was used."""
-    if raw.get("tools"):
-        return [ToolSpec.from_openai(t) for t in raw["tools"] if t.get("type", "function") == "function"], False
-    if raw.get("functions"):
-        return [ToolSpec.from_openai(f) for f in raw["functions"]], True
-    return [], False
-
-
-def uses_tools(raw: dict[str, Any]) -> bool:
-    """Does the request need emulation: tools offered, or tool calls / results in the history?"""
-    if raw.get("tools") or raw.get("functions"):
-        return True
-    for message in raw.get("messages") or ():
-        if message.get("role") in ("tool", "function") or message.get("tool_calls") or message.get("function_call"):
-            return True
-    return False
-
-
-def _choice(raw: dict[str, Any], tools: list[ToolSpec]) -> ToolChoice:
-    value = raw.get("tool_choice", raw.get("function_call"))
-    choice = ToolChoice.from_openai(value)
-    if choice.mode == "named" and choice.name not in {t.name for t in tools}:
-        param = "tool_choice" if "tool_choice" in raw else "function_call"
-        raise InvalidRequest(f"Invalid value for '{param}': no tool named '{choice.name}' in the request.",
-                             param=param)
-    return choice
 
 
 def merge_adjacent_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,7 +59,7 @@ def format_stops(fmt: ToolFormat, max_calls: int) -> tuple[str, ...]:
     stops = fmt.stop_sequences()
     if max_calls <= 1:
         return stops
-    sample = ToolCallRecord("call_1", "tool_name", '{"key": "value"}')
+    sample = ToolCallRecord("call_1", "tool_name", '{"key": "value"}')  # TODO(merge formats): stops_between_calls
     two_calls = fmt.render_calls([sample, sample])
     return tuple(stop for stop in stops if stop not in two_calls)
 
@@ -104,30 +74,26 @@ def merge_stops(format_stops: tuple[str, ...], client_stop: str | list[str] | No
     return merged[:limit]
 
 
-def build_plan(raw: dict[str, Any], rule: ModelRule, fmt: ToolFormat, upstream_model: str,
-               tools: list[ToolSpec] | None = None) -> EmulationPlan:
+def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model: str) -> EmulationPlan:
     """The upstream body and the parsing plan for one emulated request."""
-    all_tools, legacy = request_tools(raw)
-    offered = all_tools if tools is None else tools
-    choice = _choice(raw, all_tools)
-    if (raw.get("n") or 1) > 1:
+    choice = turn.choice
+    named = turn.named_tool()
+    if (turn.options.get("n") or 1) > 1:
         raise InvalidRequest("'n' greater than 1 is not supported with emulated tool calling.", param="n")
-    parallel = bool(raw.get("parallel_tool_calls", True)) and not legacy
-    if choice.mode == "named":
-        offered = [t for t in all_tools if t.name == choice.name]
+    offered = [t for t in turn.tools if named is None or t.name == named]
     if choice.mode == "none":
         offered = []
-    max_calls = rule.call_limit(parallel)
-    messages = merge_adjacent_user_turns(render_history(fmt, list(raw["messages"])))
+    max_calls = rule.call_limit(turn.parallel_allowed)
+    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages)))
     if offered:
         messages = merge_system_prompt(messages, fmt.render_tools(offered, choice, max_calls > 1))
-    body = {k: v for k, v in raw.items() if k not in TOOL_FIELDS}
+    body = {k: v for k, v in turn.options.items() if k != "stop"}
     body["model"] = upstream_model
     body["messages"] = messages
-    stops = merge_stops(format_stops(fmt, max_calls) if offered else (), raw.get("stop"), rule.max_stop_sequences)
+    stops = merge_stops(format_stops(fmt, max_calls) if offered else (), turn.options.get("stop"),
+                        rule.max_stop_sequences)
     if stops:
         body["stop"] = stops
-    else:
-        body.pop("stop", None)
-    parse_tools = all_tools if choice.mode == "none" else offered
-    return EmulationPlan(fmt, tuple(offered), tuple(parse_tools), choice, parallel, max_calls, legacy, body)
+    parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
+    return EmulationPlan(fmt, tuple(offered), parse_tools, choice, turn.parallel_allowed, max_calls,
+                         turn.legacy_functions, body)

@@ -18,10 +18,9 @@ import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .allowlist import allowed_fields, forbidden_extension
+from .formats import FORMATS
 
-ToolMode = Literal["native", "react", "xml", "hermes", "caret", "auto"]
-EmulatedFormat = Literal["react", "xml", "hermes", "caret"]
-EMULATED_MODES: frozenset[str] = frozenset({"react", "xml", "hermes", "caret"})
+SERVED_MODES = ("native", "auto")  # tool modes besides the registered formats (formats.FORMATS)
 
 
 class RulesError(Exception):
@@ -78,11 +77,11 @@ class ModelRule(_Strict):
 
     match: str = Field(min_length=1)
     upstream: str
-    tool_mode: ToolMode = "native"
+    tool_mode: str = "native"  # "native", "auto", or a registered format's name
     upstream_model: str | None = None
     expose: list[str] = Field(default_factory=list, description="extra names listed by GET /v1/models")
     # emulation
-    fallback_format: EmulatedFormat = "react"
+    fallback_format: str = "react"  # a registered format's name
     auto_fallback_ttl: float = Field(600.0, ge=0)
     max_tool_calls: int | None = Field(None, ge=1, description="default 1 when emulated, unlimited when native")
     stream_arguments: bool = False
@@ -104,6 +103,20 @@ class ModelRule(_Strict):
     # observability
     dump_raw_output: bool = False
 
+    @field_validator("tool_mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if value not in FORMATS and value not in SERVED_MODES:
+            raise ValueError(f"unknown tool_mode {value!r}; expected one of: {_quoted(_mode_names())}")
+        return value
+
+    @field_validator("fallback_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in FORMATS:
+            raise ValueError(f"unknown format {value!r}; expected one of: {_quoted(sorted(FORMATS))}")
+        return value
+
     @field_validator("tool_error_pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
@@ -117,7 +130,7 @@ class ModelRule(_Strict):
 
     @property
     def emulated(self) -> bool:
-        return self.tool_mode in EMULATED_MODES
+        return self.tool_mode in FORMATS
 
     def call_limit(self, parallel_allowed: bool) -> int:
         """How many calls one turn may carry: 1 unless the request allows parallel calls."""
@@ -172,8 +185,13 @@ class RuleSet:
             names.extend(n for n in candidates if n not in names)
         return names
 
-    def labels(self) -> list[str]:
-        return [rule.match for rule in self.models]
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(repr(name) for name in names)
+
+
+def _mode_names() -> list[str]:
+    return [*SERVED_MODES, *sorted(FORMATS)]
 
 
 def _is_glob(pattern: str) -> bool:

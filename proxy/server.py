@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 
 
 async def _serve_async(settings: Settings, reuse_port: bool) -> None:
-    from .app import STATE, create_app, reload_rules, start_site
+    from .app import create_app, start_site
     from .rules import load_rules
+    from .state import STATE, reload_rules
 
     app = create_app(settings, load_rules(settings.rules_path))
     runner = await start_site(app, settings.host, settings.port, reuse_port=reuse_port,

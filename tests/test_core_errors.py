@@ -295,7 +295,8 @@ async def _garbage_then_hang(request: web.Request) -> web.StreamResponse:
     return await _first_chunk_then(request, hang)
 
 
-@pytest.mark.parametrize(("handler", "code"), [(_abrupt_close, "upstream_unreachable"),
+# a dropped connection is not "unreachable": the upstream was reached, then it went away
+@pytest.mark.parametrize(("handler", "code"), [(_abrupt_close, "upstream_disconnected"),
                                                (_garbage_then_hang, "upstream_timeout")])
 async def test_mid_stream_failure_ends_with_error_event(start_proxy: Any, handler: Any, code: str) -> None:
     async with custom_upstream(handler) as url:
@@ -324,7 +325,7 @@ async def test_stream_cut_without_done_or_finish_is_an_error(start_proxy: Any, f
     status, events = await read_stream(proxy.base_url + "/chat/completions", {**OK_BODY, "stream": True})
     assert status == 200
     assert "[DONE]" not in events
-    assert_error(events[-1], code="upstream_unreachable", type_="upstream_error")
+    assert_error(events[-1], code="upstream_protocol_error", type_="upstream_error")
 
 
 async def test_stream_with_finish_but_no_done_completes(start_proxy: Any, fake_upstream: FakeUpstream) -> None:

@@ -36,8 +36,8 @@ from toolshim.policies import (
     trailing_tool_errors,
     trailing_tool_turns,
 )
-from toolshim.rewrite import TOOL_FIELDS
 from toolshim.rules import ModelRule
+from toolshim.turn import TOOL_FIELDS, ChatTurn
 
 from tests.deltas import parse_sse
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
@@ -776,16 +776,23 @@ def test_trailing_tool_errors() -> None:
     assert trailing_tool_errors(json_errors, r'"error"\s*:') == 1
 
 
+def run_policies(body: dict[str, Any], model_rule: ModelRule) -> tuple[list[str], dict[str, Any]]:
+    """The policies' actions and the body the turn they return would send upstream natively."""
+    result = apply_policies(ChatTurn.from_body({"model": MODEL, **body}), model_rule)
+    return result.actions, result.turn.native_body(MODEL)
+
+
 def test_apply_policies_order_and_purity() -> None:
     history = exploring(2)
     for _ in range(3):
         history.call("read_file", {"path": "src/dates.py"}, DATES_PY)
     raw = {"model": MODEL, "messages": history.messages, "tools": TOOLS, "parallel_tool_calls": True}
     snapshot = json.dumps(raw)
-    result = apply_policies(raw, rule(max_consecutive_tool_turns=5, max_tools=2))
-    assert result.actions == ["max_consecutive_tool_turns", "max_tools"], "one loop guard acts, the first"
+    actions, body = run_policies(raw, rule(max_consecutive_tool_turns=5, max_tools=2))
+    assert actions == ["max_consecutive_tool_turns", "max_tools"], "one loop guard acts, the first"
     assert json.dumps(raw) == snapshot, "the client's body is not mutated"
-    assert result.body["tool_choice"] == "none" and names(result.body["tools"]) == ["read_file", "search_code"]
+    assert body["tool_choice"] == "none" and names(body["tools"]) == ["read_file", "search_code"]
+    assert "parallel_tool_calls" not in body
 
 
 def test_legacy_functions_are_withdrawn_and_budgeted() -> None:
@@ -794,29 +801,29 @@ def test_legacy_functions_are_withdrawn_and_budgeted() -> None:
     for _ in range(3):
         messages += [{"role": "assistant", "content": None, "function_call": {"name": "git_diff", "arguments": "{}"}},
                      {"role": "function", "name": "git_diff", "content": "Error: not a git repository"}]
-    result = apply_policies({"messages": messages, "functions": functions}, rule(max_tools=2))
-    assert result.actions == ["max_repeated_calls", "max_tools"]
-    assert result.body["function_call"] == "none" and "tool_choice" not in result.body
-    assert [f["name"] for f in result.body["functions"]] == ["read_file", "git_diff"]
-    forced = apply_policies({"messages": messages[:1], "functions": functions, "function_call": {"name": "list_dir"}},
-                            rule(max_tools=1))
-    assert [f["name"] for f in forced.body["functions"]] == ["list_dir"]
+    actions, body = run_policies({"messages": messages, "functions": functions}, rule(max_tools=2))
+    assert actions == ["max_repeated_calls", "max_tools"]
+    assert body["function_call"] == "none" and "tool_choice" not in body and "tools" not in body
+    assert [f["name"] for f in body["functions"]] == ["read_file", "git_diff"]
+    _, forced = run_policies({"messages": messages[:1], "functions": functions, "function_call": {"name": "list_dir"}},
+                             rule(max_tools=1))
+    assert [f["name"] for f in forced["functions"]] == ["list_dir"]
 
 
 def test_guards_need_tools_and_a_tool_result_last() -> None:
     history = failing(3)
-    assert apply_policies({"messages": history.messages}, rule()).actions == []
-    assert apply_policies({"messages": history.messages, "tools": TOOLS, "tool_choice": "none"}, rule()).actions == []
+    assert run_policies({"messages": history.messages}, rule())[0] == []
+    assert run_policies({"messages": history.messages, "tools": TOOLS, "tool_choice": "none"}, rule())[0] == []
     answered = failing(3).say("assistant", "pytest is missing.").messages
-    assert apply_policies({"messages": answered, "tools": TOOLS}, rule()).actions == []
-    assert apply_policies({"messages": history.messages, "tools": TOOLS}, rule()).actions == [
+    assert run_policies({"messages": answered, "tools": TOOLS}, rule())[0] == []
+    assert run_policies({"messages": history.messages, "tools": TOOLS}, rule())[0] == [
         "max_consecutive_tool_errors"]
 
 
 @pytest.mark.parametrize("choice", [{"type": "function", "function": "git_diff"}, {"type": "function"}, "required"])
 def test_budget_survives_any_tool_choice(choice: Any) -> None:
     """A malformed named choice is the mode's to report (400), not a crash (500) in the budget."""
-    result = apply_policies({"messages": [{"role": "user", "content": "go"}], "tools": TOOLS, "tool_choice": choice},
-                            rule(max_tools=2))
-    assert result.actions == ["max_tools"] and result.body["tools"] == TOOLS[:2]
-    assert result.body["tool_choice"] == choice
+    actions, body = run_policies({"messages": [{"role": "user", "content": "go"}], "tools": TOOLS,
+                                  "tool_choice": choice}, rule(max_tools=2))
+    assert actions == ["max_tools"] and body["tools"] == TOOLS[:2]
+    assert body["tool_choice"] == choice

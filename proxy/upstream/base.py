@@ -1,8 +1,8 @@
 """What every upstream client offers, and the stream object the response side reads.
 
-Streams yield the ``data`` payloads of the upstream's SSE events as text (``[DONE]`` is
-consumed, not yielded). Closing a stream closes its connection, which is how a model server
-learns to stop generating.
+Streams yield payloads: the ``data`` text of the upstream's SSE events (``[DONE]`` is consumed,
+not yielded), or chunk dicts where the client library already built them (litellm). Closing a
+stream closes its connection, which is how a model server learns to stop generating.
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from ..errors import ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
+from ..delta import Payload
+from ..errors import (
+    ProxyError,
+    UpstreamDisconnected,
+    UpstreamHTTPError,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 
 # observer(upstream_name, outcome, seconds, http_status_or_None)
 Observer = Callable[[str, str, float, int | None], None]
@@ -25,8 +33,12 @@ def outcome_of(error: BaseException | None) -> str:
         return "timeout"
     if isinstance(error, UpstreamUnavailable):
         return "connect_error"
+    if isinstance(error, UpstreamDisconnected):
+        return "disconnected"
     if isinstance(error, UpstreamHTTPError):
         return "http_error"
+    if isinstance(error, UpstreamProtocolError):
+        return "protocol_error"
     return "error"
 
 
@@ -41,7 +53,7 @@ def report(observer: Observer | None, name: str, started: float, error: BaseExce
 class UpstreamStream:
     """A started upstream stream: iterate for event payloads; always ``aclose`` it."""
 
-    def __init__(self, name: str, payloads: AsyncIterator[str], closer: Callable[[], Any],
+    def __init__(self, name: str, payloads: AsyncIterator[Payload], closer: Callable[[], Any],
                  observer: Observer | None, started: float) -> None:
         self.name = name
         self._payloads = payloads
@@ -49,16 +61,14 @@ class UpstreamStream:
         self._observer = observer
         self._started = started
         self._finished = False
-        self.completed = False  # True once the upstream ended the stream itself
 
-    def __aiter__(self) -> AsyncIterator[str]:
+    def __aiter__(self) -> AsyncIterator[Payload]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator[str]:
+    async def _iterate(self) -> AsyncIterator[Payload]:
         try:
             async for payload in self._payloads:
                 yield payload
-            self.completed = True
             self._report(None)
         except ProxyError as exc:
             self._report(exc)

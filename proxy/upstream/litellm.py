@@ -2,7 +2,8 @@
 
 litellm is imported on first use only: the import costs seconds and ~140 MB. Its price-list
 download is switched off (no network but the provider's). Responses and stream chunks are
-turned into OpenAI-shaped dicts, so the rest of the proxy cannot tell the difference.
+turned into OpenAI-shaped dicts, so the rest of the proxy cannot tell the difference (native
+streams serialise them for the client; the emulated path reads the dicts as they are).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..allowlist import chat_body
+from ..delta import Payload
 from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
@@ -103,10 +105,11 @@ class LiteLLMUpstream:
         return UpstreamStream(self.name, self._payloads(response), getattr(response, "aclose", _noop),
                               self._observer, started)
 
-    async def _payloads(self, response: Any) -> AsyncIterator[str]:
+    async def _payloads(self, response: Any) -> AsyncIterator[Payload]:
+        """Chunk dicts as litellm built them: the emulated path reads them without a JSON round trip."""
         try:
             async for chunk in response:
-                yield json.dumps(_to_dict(chunk), ensure_ascii=False, separators=(",", ":"))
+                yield _to_dict(chunk)
         except ProxyError:
             raise
         except Exception as exc:

@@ -18,7 +18,13 @@ from typing import Any
 import aiohttp
 
 from ..allowlist import chat_body
-from ..errors import UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable, upstream_http_error
+from ..errors import (
+    UpstreamDisconnected,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    upstream_http_error,
+)
 from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
 from .base import Observer, UpstreamStream, report
@@ -29,10 +35,15 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "conte
                          "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
 
 
-def _map_client_error(exc: BaseException, name: str) -> Exception:
-    """aiohttp/asyncio failures → our errors. The message names the upstream, not its URL or key."""
+def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> Exception:
+    """aiohttp/asyncio failures → our errors. The message names the upstream, not its URL or key.
+
+    ``connected``: the failure came while reading an answer, so the upstream was reachable and
+    dropped the connection; that is not "unreachable"."""
     if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
         return UpstreamTimeout(f"upstream '{name}' timed out")
+    if connected:
+        return UpstreamDisconnected(f"upstream '{name}' dropped the connection mid-answer: {type(exc).__name__}")
     return UpstreamUnavailable(f"upstream '{name}' is unreachable: {type(exc).__name__}")
 
 
@@ -109,13 +120,13 @@ class OpenAIUpstream:
             try:
                 raw = await resp.read()
             except (TimeoutError, aiohttp.ClientError) as exc:
-                raise _map_client_error(exc, self.name) from None
+                raise _map_client_error(exc, self.name, connected=True) from None
             try:
                 result = json.loads(raw)
             except ValueError:
-                raise UpstreamHTTPError(502, f"upstream '{self.name}' returned a body that is not JSON") from None
+                raise UpstreamProtocolError(f"upstream '{self.name}' returned a body that is not JSON") from None
             if not isinstance(result, dict):
-                raise UpstreamHTTPError(502, f"upstream '{self.name}' returned JSON that is not an object")
+                raise UpstreamProtocolError(f"upstream '{self.name}' returned JSON that is not an object")
         except Exception as exc:
             self._observe(started, exc)
             raise
@@ -154,11 +165,11 @@ class OpenAIUpstream:
                 finished = finished or _FINISHED.search(event.data) is not None
                 yield event.data
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise _map_client_error(exc, self.name) from None
+            raise _map_client_error(exc, self.name, connected=True) from None
         finally:
             resp.release()
         if not finished:
-            raise UpstreamUnavailable(f"upstream '{self.name}' ended the stream before the answer was finished")
+            raise UpstreamProtocolError(f"upstream '{self.name}' ended the stream before the answer was finished")
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> aiohttp.ClientResponse:
         """Send another /v1 call as-is; the caller relays and releases the response."""
@@ -177,7 +188,7 @@ async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> Asy
     try:
         raw = await resp.read()
     except (TimeoutError, aiohttp.ClientError) as exc:
-        raise _map_client_error(exc, name) from None
+        raise _map_client_error(exc, name, connected=True) from None
     finally:
         resp.release()
     yield raw.decode("utf-8", "replace")

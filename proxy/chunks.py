@@ -1,25 +1,17 @@
-"""Response side of emulation: OpenAI chunk shapes, ids, and chunks → a full completion.
+"""Chat-completions wire shapes: ``chat.completion.chunk`` dicts, and chunks → a full completion.
 
-The emulated path always produces streaming chunks; a non-streaming client gets
-``accumulate(chunks)``, so the streamed and non-streamed answers cannot disagree.
-No I/O here.
+``ChunkFactory`` is the chat front end's ``builder.Renderer``. The emulated path always produces
+streaming chunks; a non-streaming client gets ``accumulate(chunks)``, so the streamed and
+non-streamed answers cannot disagree. No I/O here.
 """
 
 from __future__ import annotations
 
-import secrets
-import string
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-_ALPHABET = string.ascii_letters + string.digits
-
-
-def new_call_id() -> str:
-    return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
 
 
 def new_completion_id() -> str:
@@ -35,6 +27,16 @@ class ChunkFactory:
     id: str = field(default_factory=new_completion_id)
     created: int = field(default_factory=lambda: int(time.time()))
     system_fingerprint: str | None = None
+
+    @classmethod
+    def continuing(cls, head: dict[str, Any], model: str) -> ChunkFactory:
+        """A factory whose chunks belong to a stream already sent (same id, model, created)."""
+        factory = cls(model=str(head.get("model") or model))
+        if isinstance(head.get("id"), str):
+            factory.id = head["id"]
+        if isinstance(head.get("created"), int):
+            factory.created = head["created"]
+        return factory
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
@@ -66,7 +68,7 @@ class ChunkFactory:
             reason = "function_call"
         return self._chunk({}, reason)
 
-    def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+    def usage(self, usage: dict[str, int]) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                 "system_fingerprint": self.system_fingerprint, "choices": [], "usage": usage}
 

@@ -1,0 +1,245 @@
+"""Sans-IO response builder: parser events in, one front end's output items out.
+
+The builder owns what makes an emulated answer an OpenAI answer: call ids and client-side
+indexes, text held back while a call is demanded, argument fragments that only ever append,
+the finish reason (also the deadline's), and the usage added up over re-asks. How the items
+look is the ``Renderer``'s business: ``chunks.ChunkFactory`` renders chat-completion chunks;
+another front end (the Responses API) plugs in its own renderer and reuses everything else.
+
+What happened is kept as plain facts (``Tally``, ``Attempt``) for the I/O layer to report to
+metrics and to decide re-asks; no metrics, clock or I/O in here. Ids come from an injectable
+source so tests can be deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar, cast
+
+from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
+from .formats.base import FinishReason
+
+log = logging.getLogger(__name__)
+
+Item = TypeVar("Item")
+Item_co = TypeVar("Item_co", covariant=True)
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_call_id() -> str:
+    return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+
+
+class Renderer(Protocol[Item_co]):
+    """One front end's output items (chat chunks, Responses events, ...)."""
+
+    def role(self) -> Item_co: ...
+
+    def content(self, text: str) -> Item_co: ...
+
+    def reasoning(self, text: str) -> Item_co: ...
+
+    def call_header(self, index: int, call_id: str, name: str) -> Item_co: ...
+
+    def call_arguments(self, index: int, fragment: str) -> Item_co: ...
+
+    def finish(self, reason: str) -> Item_co: ...
+
+    def usage(self, usage: dict[str, int]) -> Item_co: ...
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one upstream round produced (the I/O layer decides re-asks from it)."""
+
+    can_repair: bool = False  # a repair re-ask is still allowed for this attempt
+    raw: list[str] = field(default_factory=list)  # the model's text, for re-asks and the dump
+    calls: int = 0
+    malformed: list[Malformed] = field(default_factory=list)
+    cut: bool = False
+    abandoned_call: bool = False  # a call was partly streamed, then failed: end the turn
+    finish: str | None = None
+    chunks: int = 0
+
+
+@dataclass(slots=True)
+class Tally:
+    """Facts about the whole answer, for metrics and the access log."""
+
+    calls: int = 0
+    parse_outcomes: list[str] = field(default_factory=list)  # clean / repaired / malformed, per block
+    repairs: list[str] = field(default_factory=list)
+    sanitized: int = 0  # blocks kept out of the content
+    cuts: int = 0
+
+    @property
+    def parse_outcome(self) -> str | None:
+        """For the access log: the latest block's outcome, except that a repair is not forgotten
+        by a later clean block."""
+        outcome: str | None = None
+        for latest in self.parse_outcomes:
+            outcome = outcome if outcome == "repaired" and latest == "clean" else latest
+        return outcome
+
+
+@dataclass(slots=True)
+class _OpenCall:
+    client_index: int
+    sent: str = ""  # argument text already streamed (stream_arguments)
+
+
+class ResponseBuilder(Generic[Item]):
+    """Turns parser events of one answer (over all its attempts) into a front end's items."""
+
+    def __init__(self, renderer: Renderer[Item], *, wants_call: bool = False, calls_withdrawn: bool = False,
+                 stream_arguments: bool = False, call_ids: Callable[[], str] = new_call_id) -> None:
+        self.renderer = renderer
+        self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
+        self.calls_withdrawn = calls_withdrawn  # tool_choice none: calls written anyway are dropped
+        self.stream_arguments = stream_arguments
+        self._call_ids = call_ids
+        self.calls_sent = 0
+        self.usage: dict[str, int] = {}
+        self.tally = Tally()
+        self.produced_output = False  # the client has seen content, reasoning or a call
+        self._open: dict[int, _OpenCall] = {}
+        self._held_text: list[str] = []
+
+    def start(self) -> list[Item]:
+        return [self.renderer.role()]
+
+    def reasoning(self, text: str) -> list[Item]:
+        """Thinking the upstream sent in its own field (not parsed from the text)."""
+        if not text:
+            return []
+        self.produced_output = True
+        return [self.renderer.reasoning(text)]
+
+    def add_usage(self, usage: Mapping[str, int] | None) -> None:
+        """Usage adds up over the attempts of one answer (re-asks are paid for too)."""
+        for key, value in (usage or {}).items():
+            self.usage[key] = self.usage.get(key, 0) + value
+
+    def feed(self, events: list[Event], attempt: Attempt) -> list[Item]:
+        out: list[Item] = []
+        for event in events:
+            if isinstance(event, Text):
+                self._text(event.text, out)
+            elif isinstance(event, Reasoning):
+                out.extend(self.reasoning(event.text))
+            elif isinstance(event, ToolCallStart):
+                self._start(event, out)
+            elif isinstance(event, ToolCallArgs):
+                self._args(event, out)
+            elif isinstance(event, ToolCallEnd):
+                self._end(event, attempt, out)
+            elif isinstance(event, Malformed):
+                self._malformed(event, attempt)
+            elif isinstance(event, SecondToolStarted):
+                attempt.cut = True
+                self.tally.cuts += 1
+        return out
+
+    def drop_held_text(self) -> None:
+        """A required call is asked for again: the text of the attempt without it is not an answer."""
+        self._held_text.clear()
+
+    def finish(self, attempt: Attempt, include_usage: bool) -> list[Item]:
+        """Held text, the finish item, and the usage item (only numbers the upstream reported)."""
+        out: list[Item] = []
+        self._release_held(out)
+        if self.calls_sent:
+            reason = "tool_calls"
+        else:
+            reason = "length" if attempt.finish == "length" else "stop"
+        out.append(self.renderer.finish(reason))
+        if include_usage and self.usage:
+            usage = dict(self.usage)
+            usage.setdefault("total_tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+            out.append(self.renderer.usage(usage))
+        return out
+
+    def deadline_finish(self) -> Item:
+        """The request ran out of time after items were sent: end as cut by length."""
+        return self.renderer.finish("length")
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def _text(self, text: str, out: list[Item]) -> None:
+        if not text:
+            return
+        if self.wants_call and self.calls_sent == 0:
+            self._held_text.append(text)
+            return
+        self.produced_output = True
+        out.append(self.renderer.content(text))
+
+    def _release_held(self, out: list[Item]) -> None:
+        if self._held_text:
+            self.produced_output = True
+            out.append(self.renderer.content("".join(self._held_text)))
+            self._held_text.clear()
+
+    def _start(self, event: ToolCallStart, out: list[Item]) -> None:
+        if not self.stream_arguments or self.calls_withdrawn:
+            return
+        self._release_held(out)
+        state = _OpenCall(self.calls_sent + len(self._open))
+        self._open[event.index] = state
+        self.produced_output = True
+        out.append(self.renderer.call_header(state.client_index, self._call_ids(), event.name))
+
+    def _args(self, event: ToolCallArgs, out: list[Item]) -> None:
+        state = self._open.get(event.index)
+        if state is not None and event.fragment:
+            state.sent += event.fragment
+            out.append(self.renderer.call_arguments(state.client_index, event.fragment))
+
+    def _end(self, event: ToolCallEnd, attempt: Attempt, out: list[Item]) -> None:
+        if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
+            self.tally.sanitized += 1
+            return
+        self._release_held(out)
+        state = self._open.pop(event.index, None)
+        if state is None:
+            index = self.calls_sent
+            self.produced_output = True
+            out.append(self.renderer.call_header(index, self._call_ids(), event.name))
+            out.append(self.renderer.call_arguments(index, event.arguments))
+        elif not _same_json(state.sent, event.arguments):
+            if event.arguments.startswith(state.sent):
+                out.append(self.renderer.call_arguments(state.client_index, event.arguments[len(state.sent):]))
+            else:
+                log.warning("streamed arguments of call %d differ from the repaired ones", state.client_index)
+        self.calls_sent += 1
+        attempt.calls += 1
+        self.tally.calls += 1
+        self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
+        self.tally.repairs.extend(event.repairs)
+
+    def _malformed(self, event: Malformed, attempt: Attempt) -> None:
+        attempt.malformed.append(event)
+        self.tally.parse_outcomes.append("malformed")
+        self.tally.sanitized += 1
+        if event.index is not None and self._open.pop(event.index, None) is not None:
+            attempt.abandoned_call = True  # part of this call already reached the client
+        log.info("malformed tool block: %s", event.reason)
+
+
+def close_reason(finish: str | None) -> FinishReason:
+    """The upstream's finish reason as a parser's ``close`` takes it (unknown ones end like a stop)."""
+    if finish in ("length", "content_filter", "tool_calls"):
+        return cast(FinishReason, finish)
+    return "stop"
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False

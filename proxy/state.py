@@ -1,0 +1,96 @@
+"""Typed application state: the keys, the swappable runtime (rules + upstream clients), reloads.
+
+``Runtime`` is swapped atomically on reload, so a request keeps the runtime it started with.
+Handlers and middlewares read state through these keys; nothing here knows about routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from .context import RequestInfo
+from .metrics import Metrics
+from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
+from .settings import Settings
+from .upstream import Upstream, build_upstream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Runtime:
+    """The rules and one client per upstream; replaced whole on reload."""
+
+    rules: RuleSet
+    upstreams: dict[str, Upstream]
+
+
+@dataclass(slots=True)
+class AppState:
+    runtime: Runtime
+    draining: bool = False
+    auto_emulate_until: dict[str, float] = field(default_factory=dict)  # tool_mode auto memory
+
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+STATE = web.AppKey("state", AppState)
+INFO_KEY = web.RequestKey("toolshim.info", RequestInfo)
+
+
+def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[UpstreamConfig, Upstream]] | None = None,
+                  ) -> Runtime:
+    """Clients for every upstream; unchanged configs keep their existing (warm) client."""
+    upstreams: dict[str, Upstream] = {}
+    for name, config in rules.upstreams.items():
+        previous = (reuse or {}).get(name)
+        if previous is not None and previous[0] == config:
+            upstreams[name] = previous[1]
+        else:
+            upstreams[name] = build_upstream(name, config, metrics.observe_upstream)
+    return Runtime(rules, upstreams)
+
+
+def reload_rules(app: web.Application) -> tuple[bool, str]:
+    """Load and validate the rules again and swap them in atomically; on error keep the old ones.
+
+    Clients of unchanged upstreams are kept (warm pools); replaced ones are closed after the drain
+    grace, so requests that started on them can finish.
+    """
+    settings, metrics, state = app[SETTINGS], app[METRICS], app[STATE]
+    try:
+        rules = load_rules(settings.rules_path)
+    except RulesError as exc:
+        metrics.record_reload(ok=False)
+        log.error("rules reload rejected, the old rules keep serving: %s", exc)
+        return False, str(exc)
+    old = state.runtime
+    reuse = {name: (old.rules.upstreams[name], client) for name, client in old.upstreams.items()}
+    state.runtime = build_runtime(rules, metrics, reuse)
+    state.auto_emulate_until.clear()
+    retired = [c for name, c in old.upstreams.items() if state.runtime.upstreams.get(name) is not c]
+    if retired:
+        asyncio.get_running_loop().call_later(settings.drain_seconds, _close_later, retired)
+    metrics.record_reload(ok=True)
+    log.info("rules reloaded: %d model rules, %d upstreams", len(rules.models), len(rules.upstreams))
+    return True, "reloaded"
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def _close_later(clients: list[Upstream]) -> None:
+    for client in clients:
+        task = asyncio.ensure_future(client.close())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+def request_info(request: web.Request) -> RequestInfo:
+    return request[INFO_KEY]
+
+
