@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .metrics import OTHER
+OTHER = "other"  # the model label of a request that matched no rule
 
 
 @dataclass(slots=True)

@@ -25,10 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from aiohttp import web
+from typing import Any
 
 
 class ProxyError(Exception):
@@ -192,26 +189,23 @@ _INTERNAL = "The server had an error while processing your request."
 def render_error(exc: BaseException) -> ErrorView:
     """The one mapping from any exception to what the client and the operator see.
 
-    ``ProxyError``s keep their status and body; aiohttp's HTTP exceptions (unknown path, wrong
-    method) become OpenAI-shaped errors; anything else is a bug: a 500 that reveals nothing.
+    ``ProxyError``s keep their status and body (the server's own HTTP exceptions arrive here as
+    ``http_status_error``); anything else is a bug: a 500 that reveals nothing, logged as an error.
     """
-    from aiohttp import web  # here, so the sans-IO modules that import errors stay free of aiohttp
-
     if isinstance(exc, ProxyError):
         err, level = exc, logging.INFO if exc.status < 500 else logging.WARNING
-    elif isinstance(exc, web.HTTPException):
-        err, level = _http_exception_error(exc), logging.INFO
     else:
         err, level = ProxyError(_INTERNAL), logging.ERROR
     return ErrorView(err.status, err.body(), err.code or f"{err.status // 100}xx", level, err)
 
 
-def _http_exception_error(exc: web.HTTPException) -> ProxyError:
-    if exc.status == 404:
+def http_status_error(status: int, reason: str | None) -> ProxyError:
+    """The web server's own refusals (unknown path, wrong method, ...) in OpenAI's shape."""
+    if status == 404:
         return NotFound("Unknown path; see /v1/chat/completions, /v1/models, /healthz, /metrics")
-    if exc.status == 405:
+    if status == 405:
         return ProxyError("Method not allowed for this path", status=405, type="invalid_request_error",
                           code="method_not_allowed")
-    if exc.status == 413:
-        return PayloadTooLarge(exc.reason or "Request body too large")
-    return ProxyError(exc.reason or "HTTP error", status=exc.status, type="invalid_request_error", code=None)
+    if status == 413:
+        return PayloadTooLarge(reason or "Request body too large")
+    return ProxyError(reason or "HTTP error", status=status, type="invalid_request_error", code=None)

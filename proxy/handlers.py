@@ -103,7 +103,7 @@ async def send_stream(request: web.Request, chunks: AsyncIterator[bytes]) -> web
         info.error_code = "client_closed"
     except Exception as exc:  # ends the stream in OpenAI's shape (a bug too), never as a clean close
         view = render_error(exc)
-        info.error_code = view.error.code
+        info.error_code = view.label
         if view.level >= logging.ERROR:
             log.exception("stream failed after it started")
         else:

@@ -3,7 +3,7 @@
 Collectors are created per app (never at module level: that gives "Duplicated timeseries"
 in tests). With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` must be set before
 ``prometheus_client`` is imported; ``render`` then aggregates all workers' files.
-Label values are bounded: ``model`` is a rule's match pattern or ``other``.
+Label values are bounded: ``model`` is a rule's match pattern or ``other`` (``context.OTHER``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from .context import RequestInfo
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
-OTHER = "other"
 
 
 def multiprocess_dir() -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from .context import RequestInfo
-from .errors import ProxyError, Unauthorized, render_error
+from .errors import ProxyError, Unauthorized, http_status_error, render_error
 from .logs import request_id_var
 from .state import INFO_KEY, METRICS, SETTINGS
 
@@ -38,12 +38,15 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     except asyncio.CancelledError:
         _finish(request, info, 499)  # the client went away
         raise
+    except web.HTTPException as exc:  # the router's refusals (unknown path, wrong method)
+        view = render_error(http_status_error(exc.status, exc.reason))
+        response = web.json_response(view.body, status=view.status)
     except Exception as exc:
         view = render_error(exc)
         if view.level >= logging.ERROR:
             log.exception("unhandled error serving %s %s", request.method, request.path)
         if isinstance(exc, ProxyError) and info.error_code is None:
-            info.error_code = exc.code
+            info.error_code = view.label
         response = web.json_response(view.body, status=view.status)
     if not response.prepared:
         response.headers["X-Request-Id"] = rid

@@ -1,0 +1,80 @@
+"""Raw-output dumps and content logging.
+
+Dump file names never come from request data: a client's ``X-Request-Id`` once became part of
+the path, so ``../`` or an absolute path wrote model text anywhere the process could write.
+``log_content`` logs the rendered prompt and the raw model text at DEBUG, and nothing when off.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.fakes import FakeUpstream, Reply, text_stream
+from tests.formats.tools import OPENAI_TOOLS
+
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+BODY = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [OPENAI_TOOLS["get_weather"]]}
+HERMES = [{"match": "*", "upstream": "up", "tool_mode": "hermes"}]
+
+
+async def post(proxy: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, \
+            session.post(proxy.base_url + "/chat/completions", json=BODY, headers=headers or {}) as resp:
+        assert resp.status == 200, await resp.text()
+        result: dict[str, Any] = await resp.json()
+        return result
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("request_id", ["../../escaped", "/tmp/toolshim-escaped-dump", "a/../../../escaped",
+                                        "..\\..\\escaped", "x" * 120])
+async def test_dump_file_names_never_come_from_the_request(start_proxy: Any, fake_upstream: FakeUpstream,
+                                                           tmp_path: Path, request_id: str) -> None:
+    dump_dir = tmp_path / "work" / "dumps"
+    fake_upstream.script(Reply(pieces=text_stream(["I'll check. ", CALL])))
+    before = files_under(tmp_path)
+    proxy = await start_proxy(models=HERMES, dump_dir=dump_dir)
+    answer = await post(proxy, {"X-Request-Id": request_id})
+    assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    created = files_under(tmp_path) - before - {tmp_path / "rules.json5"}
+    assert created and all(p.parent == dump_dir for p in created), created
+    assert not Path("/tmp/toolshim-escaped-dump-0.txt").exists()
+    (dump,) = created
+    assert "escaped" not in dump.name and "x" * 20 not in dump.name
+    text = dump.read_text(encoding="utf-8")
+    assert CALL in text and "format=hermes" in text
+    assert repr(request_id[:128]) in text  # the id is kept, escaped, inside the file
+
+
+async def test_dump_folder_that_cannot_be_written_does_not_fail_the_request(
+        start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    fake_upstream.script(Reply(pieces=text_stream([CALL])))
+    proxy = await start_proxy(models=HERMES, dump_dir=blocker / "dumps")
+    with caplog.at_level(logging.WARNING, logger="toolshim.dumps"):
+        answer = await post(proxy)
+    assert answer["choices"][0]["finish_reason"] == "tool_calls"
+    assert "could not write the raw-output dump" in caplog.text
+
+
+@pytest.mark.parametrize("log_content", [True, False])
+async def test_log_content_logs_prompt_and_model_text_only_when_on(
+        start_proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture, log_content: bool) -> None:
+    fake_upstream.script(Reply(pieces=text_stream(["Let me look. ", CALL])))
+    proxy = await start_proxy(models=HERMES, log_content=log_content)
+    with caplog.at_level(logging.DEBUG, logger="toolshim.emulation"):
+        await post(proxy)
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "toolshim.emulation")
+    assert ("Weather in Paris?" in logged and "get_weather" in logged and CALL in logged) is log_content
+    if not log_content:
+        assert "Weather in Paris?" not in logged and CALL not in logged
