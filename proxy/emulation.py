@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from .builder import Attempt, ResponseBuilder, close_reason
@@ -50,7 +50,7 @@ class Emulator:
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions), wants_call=plan.wants_call,
             calls_withdrawn=plan.tool_choice.mode == "none", stream_arguments=rule.stream_arguments)
 
-    async def chunks(self) -> AsyncIterator[Chunk]:
+    async def chunks(self) -> AsyncGenerator[Chunk, None]:
         try:
             async for chunk in self._attempts():
                 yield chunk
@@ -59,7 +59,7 @@ class Emulator:
             self.info.tool_calls += self.builder.tally.calls
             self.info.parse_outcome = self.builder.tally.parse_outcome or self.info.parse_outcome
 
-    async def _attempts(self) -> AsyncIterator[Chunk]:
+    async def _attempts(self) -> AsyncGenerator[Chunk, None]:
         extra: list[dict[str, Any]] = []
         repairs_left, required_left = self.rule.max_repair_retries, self.rule.max_required_retries
         attempt_no = 0
@@ -95,7 +95,7 @@ class Emulator:
             log.debug("rendered prompt: %s", json.dumps(body["messages"], ensure_ascii=False))
         return body
 
-    async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncIterator[Chunk]:
+    async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
         parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))

@@ -89,7 +89,7 @@ class UpstreamError(ProxyError):
 class UpstreamHTTPError(UpstreamError):
     """The upstream answered with an error status; we pass the status and its message on."""
 
-    code = "upstream_error"
+    code: str | None = "upstream_error"
 
     def __init__(self, status: int, message: str, *, type: str | None = None, code: str | None = None,
                  param: str | None = None) -> None:

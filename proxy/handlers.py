@@ -11,7 +11,7 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
@@ -84,7 +84,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-async def send_stream(request: web.Request, chunks: AsyncIterator[bytes]) -> web.StreamResponse:
+async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None]) -> web.StreamResponse:
     """Relay SSE bytes; errors before the first byte become HTTP errors, after it an error event."""
     info = request_info(request)
     try:

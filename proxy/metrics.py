@@ -154,7 +154,7 @@ class Metrics:
             from prometheus_client import multiprocess, process_collector
 
             registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(registry)
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             process_collector.ProcessCollector(registry=registry)
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

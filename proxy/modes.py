@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ async def complete(job: ChatJob) -> dict[str, Any]:
     return accumulate([chunk async for chunk in job.start_emulator(fmt).chunks()])
 
 
-async def stream(job: ChatJob) -> AsyncIterator[bytes]:
+async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
     """SSE bytes in whichever mode applies; falls back before anything was sent."""
     fmt = job.emulation_format()
     if fmt is None:
@@ -160,7 +160,7 @@ async def stream(job: ChatJob) -> AsyncIterator[bytes]:
     yield DONE_BYTES
 
 
-async def with_deadline(job: ChatJob, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     """Bound a whole stream: before the first byte expiry is a 504; after it, a clean finish."""
     seconds = job.resolved.rule.max_request_seconds
     if seconds is None:

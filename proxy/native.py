@@ -8,7 +8,7 @@ usage; an odd one is relayed all the same (native mode does not judge the upstre
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from .context import RequestInfo
@@ -25,7 +25,7 @@ async def complete(upstream: Upstream, body: dict[str, Any], info: RequestInfo) 
     return result
 
 
-async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) -> AsyncIterator[bytes]:
+async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) -> AsyncGenerator[bytes, None]:
     """SSE bytes for the client; closes the upstream when the consumer stops early."""
     upstream_stream = await upstream.stream(body)
     try:

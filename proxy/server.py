@@ -126,7 +126,7 @@ def _watch(workers: dict[int, BaseProcess], start_one: Callable[[int], None], is
             if proc.is_alive():
                 continue
             if proc.pid is not None:
-                multiprocess.mark_process_dead(proc.pid)
+                multiprocess.mark_process_dead(proc.pid)  # type: ignore[no-untyped-call]
             del workers[slot]
             if not is_stopping():
                 log.error("worker %s exited with %s; restarting it", proc.name, proc.exitcode)
