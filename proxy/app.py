@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .handlers import add_routes
 from .metrics import Metrics
-from .middleware import auth_middleware, observe_middleware
+from .middleware import auth_middleware, guard_middleware, observe_middleware
 from .rules import RuleSet
 from .settings import Settings
 from .state import METRICS, SETTINGS, STATE, AppState, build_runtime
@@ -29,7 +29,8 @@ async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
-    app = web.Application(middlewares=[observe_middleware, auth_middleware], client_max_size=settings.max_body_bytes)
+    app = web.Application(middlewares=[observe_middleware, guard_middleware, auth_middleware],
+                          client_max_size=settings.max_body_bytes)
     metrics = metrics or Metrics()
     app[SETTINGS] = settings
     app[METRICS] = metrics

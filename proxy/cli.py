@@ -20,6 +20,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int,
                        help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
+    serve.add_argument("--allow-unauthenticated", action="store_true", default=None,
+                       help="serve a non-loopback address without client keys, on purpose "
+                            "(env TOOLSHIM_ALLOW_UNAUTHENTICATED)")
     check = sub.add_parser("check-rules", help="validate rules and print the model table")
     check.add_argument("path", help="rules file or folder")
     return parser
@@ -43,9 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check_rules(args.path)
     try:
         settings = load_settings({"rules_path": args.rules, "host": args.host, "port": args.port,
-                                  "workers": args.workers, "log_level": args.log_level})
+                                  "workers": args.workers, "log_level": args.log_level,
+                                  "allow_unauthenticated": args.allow_unauthenticated})
     except ValueError as exc:
         print(f"invalid settings: {exc}", file=sys.stderr)
+        return 2
+    problem = settings.exposure_problem()
+    if problem is not None:
+        print(f"toolshim: {problem}", file=sys.stderr)
         return 2
     try:
         load_rules(settings.rules_path)

@@ -3,6 +3,7 @@
     ProxyError                      (status, type, code, param, message)          500 internal_error
     ├── InvalidRequest              400 invalid_request
     ├── Unauthorized                401 invalid_api_key
+    ├── Forbidden                   403 forbidden (origin_not_allowed, host_not_allowed)
     ├── NotFound                    404 not_found
     │   └── ModelNotFound           404 model_not_found
     ├── PayloadTooLarge             413 request_too_large
@@ -62,6 +63,12 @@ class Unauthorized(ProxyError):
     status = 401
     type = "invalid_request_error"
     code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "forbidden"
 
 
 class NotFound(ProxyError):

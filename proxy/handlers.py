@@ -28,6 +28,11 @@ from .upstream.openai_http import relay_headers
 
 log = logging.getLogger(__name__)
 
+# The other /v1 endpoints relayed to the model's upstream (JSON bodies that name a model). Anything
+# else under /v1 is a 404 and nothing is sent upstream: the upstream's key must not open other doors.
+PASSTHROUGH_PATHS = ("/v1/completions", "/v1/embeddings", "/v1/moderations", "/v1/rerank", "/v1/score",
+                     "/v1/audio/speech", "/v1/images/generations", "/v1/responses")
+
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -152,7 +157,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
-    """Other /v1/* calls (embeddings, completions, ...) go to the upstream of the body's model."""
+    """The ``PASSTHROUGH_PATHS`` (embeddings, completions, ...) go to the upstream of the body's model."""
     info = request_info(request)
     info.counted = True
     raw = await read_json(request)
@@ -202,7 +207,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/admin/reload", admin_reload)
-    app.router.add_post("/v1/{tail:.+}", passthrough)
+    for path in PASSTHROUGH_PATHS:
+        app.router.add_post(path, passthrough)
 
 
 __all__ = ["add_routes", "send_stream"]

@@ -1,4 +1,5 @@
-"""The middlewares: request id, error rendering, access log and request metrics; client keys.
+"""The middlewares: request id, error rendering, access log and request metrics; the request
+guard (paths, Host, Origin); client keys.
 
 Every error a handler raises, and every bug, is rendered by ``errors.render_error`` here;
 streams that already started render theirs in ``handlers.send_stream`` with the same function.
@@ -9,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
 
 from aiohttp import web
 
 from .context import RequestInfo
-from .errors import ProxyError, Unauthorized, http_status_error, render_error
+from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, http_status_error, render_error
 from .logs import request_id_var
+from .settings import is_loopback
 from .state import INFO_KEY, METRICS, SETTINGS
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,59 @@ def _finish(request: web.Request, info: RequestInfo, status: int) -> None:
     if info.counted:
         fields = {"method": request.method, "path": request.path, **info.summary(status, duration)}
         access_log.info("request", extra={"fields": fields, "request_id": info.request_id})
+
+
+@web.middleware
+async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse before anything runs: dot segments in the path (encoded or not), a ``Host`` this
+    listener does not serve (DNS rebinding), a browser ``Origin`` that is not allowed (cross-site
+    requests with the operator's upstream keys behind them)."""
+    if has_dot_segments(request.raw_path):
+        raise InvalidRequest("The path may not contain '.' or '..' segments.", code="invalid_path")
+    settings = request.app[SETTINGS]
+    if not host_allowed(request.host, settings.allowed_hosts, settings.loopback_only):
+        raise Forbidden(f"Host {request.host[:100]!r} is not served here (see TOOLSHIM_ALLOWED_HOSTS).",
+                        code="host_not_allowed")
+    origin = request.headers.get("Origin")
+    if origin is not None and request.path.startswith(_GUARDED) and origin not in settings.allowed_origins:
+        raise Forbidden("Requests from this web origin are not allowed (see TOOLSHIM_ALLOWED_ORIGINS).",
+                        code="origin_not_allowed")
+    return await handler(request)
+
+
+_GUARDED = ("/v1/", "/admin/")
+_SEPARATORS = re.compile(r"[/\\]")
+
+
+def has_dot_segments(raw_path: str) -> bool:
+    """``.`` or ``..`` as a path segment, as sent or after percent-decoding (up to three times)."""
+    path = raw_path.split("?", 1)[0]
+    for _ in range(3):
+        if any(segment in (".", "..") for segment in _SEPARATORS.split(path)):
+            return True
+        decoded = unquote(path)
+        if decoded == path:
+            return False
+        path = decoded
+    return True  # still encoded after three rounds: nobody sends that in good faith
+
+
+def host_allowed(host: str, allowed: tuple[str, ...], loopback_only: bool) -> bool:
+    """The ``Host`` header's name against the allowed names (``*``: any). With none configured, a
+    loopback listener serves only loopback names, so a web page cannot reach it by DNS rebinding."""
+    name = host_name(host)
+    if allowed:
+        return "*" in allowed or name in {a.lower() for a in allowed}
+    return not loopback_only or is_loopback(name)
+
+
+def host_name(host: str) -> str:
+    """``Host`` without its port, lower-cased: ``[::1]:8000`` → ``::1``, ``a.b:80`` → ``a.b``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.index("]")] if "]" in host else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() and ":" not in name else host
 
 
 @web.middleware

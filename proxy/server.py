@@ -61,6 +61,9 @@ def _run_worker(settings: Settings, reuse_port: bool) -> None:
 
 def serve(settings: Settings) -> int:
     """Serve in this process (1 worker) or supervise ``settings.workers`` worker processes."""
+    configure_logging(settings.log_level)
+    exposed = not settings.api_keys and not settings.loopback_only
+    log.log(logging.WARNING if exposed else logging.INFO, "%s", settings.access_summary())
     if settings.workers <= 1:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             _prepare_multiprocess_dir()  # a restarted container must not sum the dead process's files

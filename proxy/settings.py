@@ -5,6 +5,7 @@ Only process-wide knobs live here; per-model behaviour belongs in the rules file
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,13 +28,51 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     log_content: bool = False  # log message contents at DEBUG (off: they may be private)
     dump_dir: Path | None = None  # write raw upstream text of emulated responses here
+    allowed_origins: tuple[str, ...] = ()  # browser origins allowed to call /v1 and /admin; none by default
+    allowed_hosts: tuple[str, ...] = ()  # Host header values served; empty: loopback names when bound to loopback
 
-    @field_validator("api_keys", mode="before")
+    allow_unauthenticated: bool = False  # serve a non-loopback address without client keys, on purpose
+
+    @field_validator("api_keys", "allowed_origins", "allowed_hosts", mode="before")
     @classmethod
-    def _split_keys(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
+        """Comma-separated lists, as environment variables carry them."""
         if isinstance(value, str):
-            return tuple(k.strip() for k in value.split(",") if k.strip())
+            return tuple(item.strip() for item in value.split(",") if item.strip())
         return value
+
+    @property
+    def loopback_only(self) -> bool:
+        """Is the listener reachable from this machine only?"""
+        return is_loopback(self.host)
+
+    def exposure_problem(self) -> str | None:
+        """Why serving these settings would open the operator's upstream keys to the network, if it would."""
+        if self.loopback_only or self.api_keys or self.allow_unauthenticated:
+            return None
+        return (f"refusing to listen on {self.host} without client keys: anyone who can reach it would use your "
+                "upstream keys. Set TOOLSHIM_API_KEYS, or pass --allow-unauthenticated "
+                "(TOOLSHIM_ALLOW_UNAUTHENTICATED=true) if the exposure is intended.")
+
+
+    def access_summary(self) -> str:
+        """One line for the start-up log: who can use this proxy."""
+        if self.api_keys:
+            return f"access: client keys required on /v1 ({len(self.api_keys)} configured)"
+        if self.loopback_only:
+            return f"access: no client keys; reachable from this machine only ({self.host})"
+        return (f"access: OPEN to the network on {self.host} without client keys (allow_unauthenticated): "
+                "anyone who reaches it uses your upstream keys")
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.0/8``, ``::1`` and ``localhost``; anything else (``0.0.0.0`` included) is not."""
+    if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 ENV_VARS = {
@@ -49,6 +88,9 @@ ENV_VARS = {
     "log_level": "TOOLSHIM_LOG_LEVEL",
     "log_content": "TOOLSHIM_LOG_CONTENT",
     "dump_dir": "TOOLSHIM_DUMP_DIR",
+    "allowed_origins": "TOOLSHIM_ALLOWED_ORIGINS",
+    "allowed_hosts": "TOOLSHIM_ALLOWED_HOSTS",
+    "allow_unauthenticated": "TOOLSHIM_ALLOW_UNAUTHENTICATED",
 }
 
 

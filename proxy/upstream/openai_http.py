@@ -31,6 +31,7 @@ from .base import Observer, UpstreamStream, report
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
+_PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
                          "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
 
@@ -172,7 +173,12 @@ class OpenAIUpstream:
             raise UpstreamProtocolError(f"upstream '{self.name}' ended the stream before the answer was finished")
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> aiohttp.ClientResponse:
-        """Send another /v1 call as-is; the caller relays and releases the response."""
+        """Send another /v1 call as-is; the caller relays and releases the response.
+
+        ``path`` is one of the handler's fixed pass-through paths; anything else is refused here
+        too, so no path from a request can reach the upstream with its key attached."""
+        if not _PLAIN_PATH.fullmatch(path):
+            raise ValueError(f"not a plain endpoint path: {path!r}")
         session = await self._session_ready()
         headers = {"Content-Type": content_type} if content_type else {}
         try:
