@@ -13,9 +13,10 @@ from aiohttp import web
 from .handlers import add_routes
 from .metrics import Metrics
 from .middleware import auth_middleware, guard_middleware, observe_middleware
+from .redact import REDACTOR, install_log_redaction
 from .rules import RuleSet
 from .settings import Settings
-from .state import METRICS, SETTINGS, STATE, AppState, build_runtime
+from .state import METRICS, SETTINGS, STATE, AppState, build_runtime, configured_secrets
 
 
 async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -35,6 +36,8 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[STATE] = AppState(build_runtime(rules, metrics))
+    REDACTOR.update(configured_secrets(rules, settings))
+    install_log_redaction()
     app.cleanup_ctx.append(_upstream_lifecycle)
     add_routes(app)
     return app

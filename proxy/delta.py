@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UpstreamProtocolError
+from .redact import short_upstream_message
 
 Payload = str | dict[str, Any]
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -53,7 +54,7 @@ def decode(chunk: Mapping[str, Any]) -> Delta:
     error = chunk.get("error")
     if isinstance(error, dict | str):
         message = error.get("message", "upstream error") if isinstance(error, dict) else error
-        raise UpstreamProtocolError(f"upstream failed mid-stream: {message}")
+        raise UpstreamProtocolError(f"upstream failed mid-stream: {short_upstream_message(str(message), 502)}")
     usage = _usage(chunk.get("usage"))
     choices = chunk.get("choices")
     first = choices[0] if isinstance(choices, list) and choices else None

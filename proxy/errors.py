@@ -28,6 +28,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .redact import REDACTOR, short_upstream_message
+
 
 class ProxyError(Exception):
     """Base of every error the proxy reports to a client."""
@@ -49,8 +51,9 @@ class ProxyError(Exception):
             self.type = type
 
     def body(self) -> dict[str, Any]:
-        """OpenAI's error shape."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        """OpenAI's error shape, with every configured secret masked."""
+        message = REDACTOR.redact(self.message)
+        return {"error": {"message": message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 class InvalidRequest(ProxyError):
@@ -169,7 +172,8 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
             keep_null_code = "error" in data and "code" in err and err["code"] is None
         elif isinstance(err, str):
             message = err
-    error = UpstreamHTTPError(status, message, type=err_type, code=code, param=param)
+    error = UpstreamHTTPError(status, short_upstream_message(message, status), type=err_type, code=code,
+                              param=param)
     if keep_null_code:  # an OpenAI-shaped upstream error said code: null; relay it as it was
         error.code = None
     return error

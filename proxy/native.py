@@ -14,6 +14,7 @@ from typing import Any
 from .context import RequestInfo
 from .delta import Payload, decode, parse_payload
 from .errors import UpstreamProtocolError
+from .redact import REDACTOR
 from .sse import DONE_BYTES, encode
 from .upstream import Upstream
 
@@ -31,7 +32,7 @@ async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) ->
     try:
         async for payload in upstream_stream:
             _note(payload, info)
-            yield encode(payload if isinstance(payload, str) else _dumps(payload))
+            yield encode(REDACTOR.redact(payload if isinstance(payload, str) else _dumps(payload)))
         yield DONE_BYTES
     finally:
         await upstream_stream.aclose()

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from .context import RequestInfo
 from .metrics import Metrics
+from .redact import REDACTOR
 from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
 from .settings import Settings
 from .upstream import Upstream, build_upstream
@@ -55,6 +56,15 @@ def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[Upstr
     return Runtime(rules, upstreams)
 
 
+def configured_secrets(rules: RuleSet, settings: Settings) -> list[str | None]:
+    """Every secret the operator configured: upstream keys and header values, client and admin keys."""
+    secrets: list[str | None] = [*settings.api_keys, settings.admin_key]
+    for config in rules.upstreams.values():
+        secrets.append(config.api_key())
+        secrets.extend(config.headers.values())
+    return secrets
+
+
 def reload_rules(app: web.Application) -> tuple[bool, str]:
     """Load and validate the rules again and swap them in atomically; on error keep the old ones.
 
@@ -71,6 +81,7 @@ def reload_rules(app: web.Application) -> tuple[bool, str]:
     old = state.runtime
     reuse = {name: (old.rules.upstreams[name], client) for name, client in old.upstreams.items()}
     state.runtime = build_runtime(rules, metrics, reuse)
+    REDACTOR.update(configured_secrets(rules, settings))
     state.auto_emulate_until.clear()
     retired = [c for name, c in old.upstreams.items() if state.runtime.upstreams.get(name) is not c]
     if retired:

@@ -17,6 +17,7 @@ from typing import Any
 from ..allowlist import chat_body
 from ..delta import Payload
 from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
+from ..redact import short_upstream_message
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
 
@@ -38,12 +39,13 @@ def _import_litellm() -> Any:
 def _map_error(exc: Exception, name: str) -> ProxyError:
     """litellm's exceptions carry ``status_code``; map them onto ours without leaking keys."""
     litellm = _import_litellm()
-    message = str(getattr(exc, "message", "") or exc)[:2000]
+    status = getattr(exc, "status_code", None)
+    text = str(getattr(exc, "message", "") or exc)
+    message = short_upstream_message(text, status if isinstance(status, int) else 502)
     if isinstance(exc, litellm.exceptions.Timeout):
         return UpstreamTimeout(f"upstream '{name}' timed out")
     if isinstance(exc, litellm.exceptions.APIConnectionError):
         return UpstreamUnavailable(f"upstream '{name}' is unreachable: {message}")
-    status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
         return UpstreamHTTPError(status, message)
     return UpstreamHTTPError(502, f"upstream '{name}' failed: {message}")

@@ -25,6 +25,7 @@ from ..errors import (
     UpstreamUnavailable,
     upstream_http_error,
 )
+from ..redact import REDACTOR
 from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
 from .base import Observer, UpstreamStream, report
@@ -105,10 +106,8 @@ class OpenAIUpstream:
             raw = b""
         finally:
             resp.release()
-        key = self.config.api_key()
-        if key:  # some servers echo the key they rejected; it must not reach the client
-            raw = raw.replace(key.encode(), b"***")
-        raise upstream_http_error(resp.status, raw)
+        # some servers echo the key they rejected; no configured secret may reach the client
+        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(raw))
 
     def _observe(self, started: float, error: BaseException | None) -> None:
         report(self._observer, self.name, started, error)

@@ -1,0 +1,89 @@
+"""Secrets never leave: every configured secret is replaced by ``***`` in what clients and logs see.
+
+The secrets are the values the operator configured: upstream keys (from ``api_key_env``),
+upstream header values, client keys and the admin key. ``REDACTOR`` holds the current set
+(replaced on start and on every rules reload); error bodies, relayed native stream events and
+every log record at any level pass through it. Upstream error texts are also reduced to a
+short message: no HTML pages, no tracebacks, no internal URLs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MASK = "***"
+_MIN_SECRET = 6  # shorter values (a header like "1" or "json") would mask ordinary words
+_URL = re.compile(r"\bhttps?://[^\s'\"<>]+")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_HTML = re.compile(r"^\s*(<!doctype html|<html|<head|<body|<\?xml)", re.IGNORECASE)
+MAX_UPSTREAM_MESSAGE = 500
+
+
+class Redactor:
+    """Replaces every known secret in a text; cheap when there is none in it."""
+
+    def __init__(self) -> None:
+        self._secrets: tuple[str, ...] = ()
+
+    def update(self, secrets: Iterable[str | None]) -> None:
+        found = {s for s in secrets if s and len(s) >= _MIN_SECRET}
+        self._secrets = tuple(sorted(found, key=len, reverse=True))  # longest first: no partial leftovers
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        for secret in self._secrets:
+            raw = secret.encode()
+            if raw in data:
+                data = data.replace(raw, MASK.encode())
+        return data
+
+
+REDACTOR = Redactor()
+
+
+def short_upstream_message(text: str, status: int) -> str:
+    """An upstream's error text as a client may see it: no HTML page, no traceback, no URLs, short."""
+    if _HTML.match(text):
+        return f"upstream returned HTTP {status} (an HTML error page)"
+    traceback = _TRACEBACK.search(text)
+    if traceback:
+        text = text[: traceback.start()].rstrip() or f"upstream returned HTTP {status} (a traceback)"
+    text = _URL.sub("[url]", text).strip()
+    if len(text) > MAX_UPSTREAM_MESSAGE:
+        text = text[: MAX_UPSTREAM_MESSAGE - 1] + "…"
+    return REDACTOR.redact(text)
+
+
+_factory_installed = False
+
+
+def install_log_redaction() -> None:
+    """Redact every log record when it is made (any logger, any handler, any level); idempotent."""
+    global _factory_installed
+    if _factory_installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: the handler reports it, as logging always does
+            return record
+        clean = REDACTOR.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = REDACTOR.redact(logging.Formatter().formatException(record.exc_info))
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _factory_installed = True
