@@ -21,9 +21,6 @@ from tests.conftest import write_rules
 from tests.deltas import check_completion, check_deltas, parse_sse
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance is deprecated")]
-
 KEY = "sk-operator-secret-key"
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
