@@ -146,8 +146,12 @@ async def test_body_over_limit_is_413(start_proxy: Any, fake_upstream: FakeUpstr
     assert status == 413
     assert_error(body, code="request_too_large", type_="invalid_request_error", message="4096")
     assert fake_upstream.requests == []
-    status, _ = await post(proxy.base_url + "/chat/completions", json=OK_BODY)
-    assert status == 200  # just under the limit is fine
+    padding = 4096 - len(json.dumps({**OK_BODY, "messages": [{"role": "user", "content": ""}]}).encode())
+    at_limit = json.dumps({**OK_BODY, "messages": [{"role": "user", "content": "x" * padding}]}).encode()
+    assert len(at_limit) == 4096
+    status, _ = await post(proxy.base_url + "/chat/completions", data=at_limit,
+                           headers={"Content-Type": "application/json"})
+    assert status == 200  # exactly at the limit is fine
 
 
 # Ours, in proxy/upstream/openai_http.py (_post_chat posts the JSON as bytes; over 1 MiB aiohttp warns that

@@ -197,8 +197,7 @@ async def test_history_round_trips_in_the_format(start_proxy, fake_upstream, fmt
     fmt_obj = get_format(fmt)
     assert fmt_obj.render_calls([ToolCallRecord("call_abc", "get_weather", '{"city":"Paris"}')]).strip() \
         in assistant["content"]
-    assert fmt_obj.render_result("get_weather", "21 C, sunny").strip() in json.dumps(sent, ensure_ascii=False) \
-        or "21 C, sunny" in sent[-1]["content"]
+    assert fmt_obj.render_result("get_weather", "21 C, sunny").strip() in sent[-1]["content"]
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -216,8 +215,6 @@ async def test_tool_choice_none_sends_no_instructions(start_proxy, fake_upstream
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
 async def test_required_choice_reasks_once(start_proxy, fake_upstream, fmt: str, choice: Any) -> None:
     proxy = await start_proxy(models=emulated(fmt))
-    fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])),
-                         Reply(pieces=text_stream(pieces(call_text(fmt)))))
     for stream in (False, True):
         fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])),
                              Reply(pieces=text_stream(pieces(call_text(fmt)))))
