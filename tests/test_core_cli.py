@@ -113,7 +113,7 @@ async def test_serve_runs_for_real(served: Any, fake_upstream: FakeUpstream) -> 
         assert resp.status == 200
         assert (await resp.json())["choices"][0]["message"]["content"] == "from upstream"
     proc.send_signal(signal.SIGTERM)
-    assert await asyncio.wait_for(proc.wait(), 15) == 0
-    assert proc.stderr is not None
-    logs = (await proc.stderr.read()).decode()
+    _, stderr = await asyncio.wait_for(proc.communicate(), 15)
+    assert proc.returncode == 0
+    logs = stderr.decode()
     assert "listening" in logs  # JSON log lines on stderr

@@ -14,9 +14,6 @@ import pytest
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 
 # litellm's own pydantic usage warns (ReadOnly TypedDict items, instance model_fields); harmless, not ours.
-pytestmark = [pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance is deprecated")]
-
 MODELS = [{"match": "claude-ish", "upstream": "up", "tool_mode": "native", "upstream_model": "openai/some-model"}]
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 KEY = "sk-litellm-test-key"

@@ -12,13 +12,14 @@ import json
 from typing import Any
 
 import aiohttp
+import httpx
 import openai
 import pytest
-from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from toolshim.formats import FORMATS, ToolCallRecord, get_format
 
-from tests.deltas import check_deltas, parse_sse
+from tests.checked import RecordingTransport, checked_openai
+from tests.deltas import check_deltas, parse_sse, streamed_calls
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 
@@ -41,24 +42,36 @@ def emulated(fmt: str, **extra: Any) -> list[dict[str, Any]]:
     return [{"match": "*", "upstream": "up", "tool_mode": fmt, **extra}]
 
 
+def without_none(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if value is not None}
+
+
 async def ask(proxy: Any, stream: bool, **kwargs: Any) -> dict[str, Any]:
-    """One request through the SDK; streamed answers are merged by the SDK's own helper."""
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0)
-    params = {"model": "m", "messages": USER, "tools": WEATHER, **kwargs}
-    if not stream:
-        return (await client.chat.completions.create(**params)).model_dump()
-    state = ChatCompletionStreamState()  # the SDK's own stream accumulator (its .stream() helper's core)
-    async for chunk in await client.chat.completions.create(**params, stream=True):
-        state.handle_chunk(chunk)
-    return state.get_final_completion().model_dump()
+    """One request through the SDK; streamed answers are merged by the SDK's own helper. The raw
+    answer the SDK read is checked too (``check_deltas`` / ``check_completion``). A ``None`` leaves a field out."""
+    params = without_none({"model": "m", "messages": USER, "tools": WEATHER, **kwargs})
+    async with checked_openai(proxy.base_url) as client:
+        if not stream:
+            result = (await client.chat.completions.create(**params)).model_dump()
+        else:
+            state = ChatCompletionStreamState()  # the SDK's own stream accumulator (its .stream() helper's core)
+            async for chunk in await client.chat.completions.create(**params, stream=True):
+                state.handle_chunk(chunk)
+            result = state.get_final_completion().model_dump()
+    assert client.transport.check() == 1
+    return result
 
 
-async def raw_stream(proxy: Any, **body: Any) -> tuple[list[dict[str, Any]], bool]:
-    payload = {"model": "m", "messages": USER, "tools": WEATHER, "stream": True, **body}
+async def raw_stream(proxy: Any, **body: Any) -> list[dict[str, Any]]:
+    """One streamed request read raw with aiohttp: its chunks, after ``check_deltas`` and ``[DONE]``."""
+    payload = without_none({"model": "m", "messages": USER, "tools": WEATHER, "stream": True, **body})
     async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/chat/completions",
                                                                  json=payload) as resp:
         assert resp.status == 200, await resp.text()
-        return parse_sse(await resp.text())
+        chunks, done = parse_sse(await resp.text())
+    assert done, "the stream did not end with data: [DONE]"
+    check_deltas(chunks)
+    return chunks
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -83,9 +96,9 @@ async def test_text_then_weather_call(start_proxy, fake_upstream, fmt: str, stre
 async def test_stream_deltas_follow_openai_rules(start_proxy, fake_upstream, fmt: str) -> None:
     proxy = await start_proxy(models=emulated(fmt))
     fake_upstream.script(Reply(pieces=text_stream(pieces("Checking.\n" + call_text(fmt), 3))))
-    chunks, done = await raw_stream(proxy)
-    assert done
-    check_deltas(chunks)
+    chunks = await raw_stream(proxy)
+    assert [(c["name"], json.loads(c["arguments"])) for c in streamed_calls(chunks)] == [("get_weather",
+                                                                                       {"city": "Paris"})]
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -184,8 +197,7 @@ async def test_history_round_trips_in_the_format(start_proxy, fake_upstream, fmt
     fmt_obj = get_format(fmt)
     assert fmt_obj.render_calls([ToolCallRecord("call_abc", "get_weather", '{"city":"Paris"}')]).strip() \
         in assistant["content"]
-    assert fmt_obj.render_result("get_weather", "21 C, sunny").strip() in json.dumps(sent, ensure_ascii=False) \
-        or "21 C, sunny" in sent[-1]["content"]
+    assert fmt_obj.render_result("get_weather", "21 C, sunny").strip() in sent[-1]["content"]
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -203,8 +215,6 @@ async def test_tool_choice_none_sends_no_instructions(start_proxy, fake_upstream
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
 async def test_required_choice_reasks_once(start_proxy, fake_upstream, fmt: str, choice: Any) -> None:
     proxy = await start_proxy(models=emulated(fmt))
-    fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])),
-                         Reply(pieces=text_stream(pieces(call_text(fmt)))))
     for stream in (False, True):
         fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])),
                              Reply(pieces=text_stream(pieces(call_text(fmt)))))
@@ -231,26 +241,42 @@ async def test_required_choice_gives_up_after_the_limit(start_proxy, fake_upstre
     assert result["choices"][0]["message"]["content"] == "No."
 
 
-async def test_legacy_functions(start_proxy, fake_upstream) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_legacy_functions(start_proxy, fake_upstream, stream: bool) -> None:
     proxy = await start_proxy(models=emulated("react"))
+    functions = [OPENAI_TOOLS["get_weather"]["function"]]
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("react")))))
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
-    result = await client.chat.completions.create(
-        model="m", messages=USER, functions=[OPENAI_TOOLS["get_weather"]["function"]])
-    choice = result.choices[0]
-    assert choice.finish_reason == "function_call"
-    assert choice.message.function_call.name == "get_weather"
-    assert json.loads(choice.message.function_call.arguments) == {"city": "Paris"}
+    result = await ask(proxy, stream, tools=None, functions=functions)
+    choice = result["choices"][0]
+    assert choice["finish_reason"] == "function_call"
+    assert not choice["message"].get("tool_calls")
+    assert choice["message"]["function_call"]["name"] == "get_weather"
+    assert json.loads(choice["message"]["function_call"]["arguments"]) == {"city": "Paris"}
     assert "functions" not in fake_upstream.requests[-1]
     history = [*USER, {"role": "assistant", "content": None, "function_call": {"name": "get_weather",
                                                                               "arguments": '{"city":"Paris"}'}},
                {"role": "function", "name": "get_weather", "content": "21 C"}]
     fake_upstream.script(Reply(pieces=text_stream(["Thought: done\nFinal Answer: 21 C in Paris."])))
-    result = await client.chat.completions.create(model="m", messages=history,
-                                                  functions=[OPENAI_TOOLS["get_weather"]["function"]])
-    assert result.choices[0].message.content == "21 C in Paris."
+    result = await ask(proxy, stream, tools=None, functions=functions, messages=history)
+    assert result["choices"][0]["message"]["content"] == "21 C in Paris."
+    assert result["choices"][0]["finish_reason"] == "stop"
     sent = fake_upstream.requests[-1]["messages"]
     assert all(m["role"] != "function" and "function_call" not in m for m in sent)
+
+
+async def test_legacy_functions_stream_raw(start_proxy, fake_upstream) -> None:
+    """OpenAI streams a legacy call as ``delta.function_call`` fragments, finish_reason ``function_call``."""
+    proxy = await start_proxy(models=emulated("hermes", stream_arguments=True))
+    args = {"path": "a.py", "content": "print('hello world')\n" * 3}
+    fake_upstream.script(Reply(pieces=text_stream(pieces("Writing it.\n" + call_text("hermes", "write_file", args),
+                                                         4))))
+    chunks = await raw_stream(proxy, tools=None, functions=[OPENAI_TOOLS["write_file"]["function"]])
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert not any(d.get("tool_calls") for d in deltas)
+    fragments = [d["function_call"] for d in deltas if d.get("function_call")]
+    assert fragments[0]["name"] == "write_file" and len(fragments) > 3
+    assert json.loads("".join(f.get("arguments") or "" for f in fragments)) == args
+    assert chunks[-1]["choices"][0]["finish_reason"] == "function_call"
 
 
 @pytest.mark.parametrize("fmt", ["hermes", "react"])
@@ -284,13 +310,27 @@ async def test_stream_arguments_streams_fragments(start_proxy, fake_upstream, fm
     proxy = await start_proxy(models=emulated(fmt, stream_arguments=True))
     args = {"path": "a.py", "content": "print('hello world')\n" * 5}
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text(fmt, "write_file", args), 4))))
-    chunks, done = await raw_stream(proxy, tools=[OPENAI_TOOLS["write_file"]])
-    assert done
-    check_deltas(chunks)
+    chunks = await raw_stream(proxy, tools=[OPENAI_TOOLS["write_file"]])
     fragments = [c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments")
                  for c in chunks if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
     assert len([f for f in fragments if f]) > 3, "arguments were not streamed in pieces"
     assert json.loads("".join(f or "" for f in fragments)) == args
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "cut-at-second"])
+async def test_stream_arguments_with_several_calls(start_proxy, fake_upstream, fmt: str, parallel: bool) -> None:
+    """Streamed argument fragments for two calls (the third over the limit), or one call and the cut."""
+    proxy = await start_proxy(models=emulated(fmt, stream_arguments=True, max_tool_calls=2))
+    files = [{"path": p, "content": f"x = {i}\n" * 4} for i, p in enumerate(("a.py", "b.py", "c.py"))]
+    output = "\n".join(call_text(fmt, "write_file", args) for args in files)
+    fake_upstream.script(Reply(pieces=text_stream([*pieces(output, 5), *["Never generated. "] * 30]), delay=0.005))
+    chunks = await raw_stream(proxy, tools=[OPENAI_TOOLS["write_file"]], parallel_tool_calls=parallel)
+    calls = streamed_calls(chunks)
+    assert [json.loads(c["arguments"]) for c in calls] == files[: 2 if parallel else 1]
+    assert all(c["name"] == "write_file" for c in calls)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert proxy.metrics.stream_cuts.labels("*", fmt)._value.get() == 1
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -312,9 +352,9 @@ async def test_auto_mode_falls_back_and_remembers(start_proxy, fake_upstream, st
 async def test_auto_mode_passes_other_errors_through(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto"}])
     fake_upstream.script(Reply(status=429, body={"error": {"message": "slow down", "type": "rate_limit"}}))
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0)
-    with pytest.raises(openai.APIStatusError) as caught:
-        await client.chat.completions.create(model="m", messages=USER, tools=WEATHER)
+    async with checked_openai(proxy.base_url) as client:
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.chat.completions.create(model="m", messages=USER, tools=WEATHER)
     assert getattr(caught.value, "status_code", None) == 429
     assert len(fake_upstream.requests) == 1
 
@@ -325,9 +365,9 @@ async def test_usage_is_passed_on(start_proxy, fake_upstream) -> None:
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes")), usage=usage)))
     result = await ask(proxy, False)
     assert result["usage"]["prompt_tokens"] == 120 and result["usage"]["completion_tokens"] == 30
-    chunks, _ = await raw_stream(proxy, stream_options={"include_usage": True})
+    chunks = await raw_stream(proxy, stream_options={"include_usage": True})
     assert chunks[-1]["usage"]["total_tokens"] == 150 and chunks[-1]["choices"] == []
-    chunks, _ = await raw_stream(proxy)
+    chunks = await raw_stream(proxy)
     assert all("usage" not in c or c["usage"] is None for c in chunks)
 
 
@@ -345,8 +385,11 @@ async def test_langchain_bind_tools(start_proxy, fake_upstream) -> None:
 
     proxy = await start_proxy(models=emulated("hermes"))
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes")))))
-    llm = ChatOpenAI(model="m", base_url=proxy.base_url, api_key="k", max_retries=0)
-    reply = await llm.bind_tools(WEATHER).ainvoke("What is the weather in Paris?")
+    transport = RecordingTransport()
+    async with httpx.AsyncClient(transport=transport) as http:
+        llm = ChatOpenAI(model="m", base_url=proxy.base_url, api_key="k", max_retries=0, http_async_client=http)
+        reply = await llm.bind_tools(WEATHER).ainvoke("What is the weather in Paris?")
+    assert transport.check() == 1
     assert reply.tool_calls and reply.tool_calls[0]["name"] == "get_weather"
     assert reply.tool_calls[0]["args"] == {"city": "Paris"}
 
@@ -354,9 +397,9 @@ async def test_langchain_bind_tools(start_proxy, fake_upstream) -> None:
 async def test_requests_without_tools_pass_through(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("react"))
     fake_upstream.script(Reply(pieces=text_stream(["Hi ", "there"])))
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
-    stream = await client.chat.completions.create(model="m", messages=USER, stream=True)
-    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    async with checked_openai(proxy.base_url) as client:
+        stream = await client.chat.completions.create(model="m", messages=USER, stream=True)
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "Hi there"
     assert "stop" not in fake_upstream.requests[-1]
 

@@ -9,10 +9,10 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 from toolshim.formats import ToolCallRecord, get_format
 
+from tests.checked import checked_openai
 from tests.fakes import Reply, completion, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 
@@ -51,11 +51,11 @@ def hermes_call(city: str = "Paris") -> str:
 
 async def test_native_request_changes_exactly_these_samples(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=RULES)
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
     fake_upstream.script(Reply(body=completion("hi", usage={"prompt_tokens": 5, "completion_tokens": 2,
                                                               "total_tokens": 7})))
     before = await scrape(proxy)
-    await client.chat.completions.create(model="gpt-4o", messages=USER)
+    async with checked_openai(proxy.base_url) as client:
+        await client.chat.completions.create(model="gpt-4o", messages=USER)
     changed = delta(before, await scrape(proxy))
     duration_sum = [k for k in changed if k[0] == "toolshim_request_duration_seconds_sum"]
     upstream_sum = [k for k in changed if k[0] == "toolshim_upstream_request_duration_seconds_sum"]
@@ -75,15 +75,17 @@ async def test_native_request_changes_exactly_these_samples(start_proxy, fake_up
 
 async def test_emulated_stream_counts_calls_ttft_and_cut(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=RULES)
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
     output = "Checking. " + hermes_call("Paris") + "\n" + hermes_call("Rome") + " and more" * 30
     pieces = [output[i:i + 6] for i in range(0, len(output), 6)]
     fake_upstream.script(Reply(pieces=text_stream(pieces), delay=0.002))
     before = await scrape(proxy)
-    stream = await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER, stream=True,
-                                                  max_tokens=200)
-    async for _ in stream:
-        pass
+    async with checked_openai(proxy.base_url) as client:
+        stream = await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER, stream=True,
+                                                      max_tokens=200)
+        calls = [call.function.name async for chunk in stream if chunk.choices
+                 for call in chunk.choices[0].delta.tool_calls or () if call.function and call.function.name]
+    assert calls == ["get_weather"]
+    assert client.transport.check() == 1
     after = await scrape(proxy)
     changed = delta(before, after)
     labels = {"model": "qwen*", "format": "hermes"}
@@ -100,11 +102,12 @@ async def test_emulated_stream_counts_calls_ttft_and_cut(start_proxy, fake_upstr
 
 async def test_repairs_and_reasks_are_counted(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=RULES)
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
     sloppy = "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Paris',}}</tool_call>"
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'
     fake_upstream.script(Reply(pieces=text_stream([bad])), Reply(pieces=text_stream([sloppy])))
-    await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
+    async with checked_openai(proxy.base_url) as client:
+        result = await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
+    assert [c.function.name for c in result.choices[0].message.tool_calls or ()] == ["get_weather"]
     after = await scrape(proxy)
     assert value(after, "toolshim_tool_parse_total", model="qwen*", format="hermes", outcome="malformed") == 1
     assert value(after, "toolshim_tool_parse_total", model="qwen*", format="hermes", outcome="repaired") == 1
@@ -184,10 +187,10 @@ async def test_keys_leave_no_trace_in_logs(start_proxy, fake_upstream, caplog, m
     caplog.set_level(logging.DEBUG)
     fake_upstream.script(Reply(pieces=text_stream([hermes_call()])),
                          Reply(status=401, body={"error": {"message": "bad key"}}))
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key=client_key, max_retries=0)
-    await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
-    with pytest.raises(openai.AuthenticationError):
-        await client.chat.completions.create(model="gpt-4o", messages=USER)
+    async with checked_openai(proxy.base_url, api_key=client_key) as client:
+        await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
+        with pytest.raises(openai.AuthenticationError):
+            await client.chat.completions.create(model="gpt-4o", messages=USER)
     async with aiohttp.ClientSession() as session:
         await session.post(proxy.base_url + "/chat/completions", json={}, headers={"Authorization": "Bearer wrong"})
     assert fake_upstream.headers[0]["Authorization"] == f"Bearer {secret}"
@@ -201,8 +204,8 @@ async def test_keys_leave_no_trace_in_logs(start_proxy, fake_upstream, caplog, m
 async def test_raw_output_dump(start_proxy, fake_upstream, tmp_path) -> None:
     proxy = await start_proxy(models=RULES, dump_dir=tmp_path / "dumps")
     fake_upstream.script(Reply(pieces=text_stream(["I will call. ", hermes_call()])))
-    client = AsyncOpenAI(base_url=proxy.base_url, api_key="k")
-    await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
+    async with checked_openai(proxy.base_url) as client:
+        await client.chat.completions.create(model="qwen-x", messages=USER, tools=WEATHER)
     files = list((tmp_path / "dumps").iterdir())
     assert len(files) == 1
     text = files[0].read_text()

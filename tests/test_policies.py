@@ -23,7 +23,6 @@ import pytest
 from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
-from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from toolshim.formats import ToolCallRecord, get_format
 from toolshim.policies import (
@@ -39,7 +38,8 @@ from toolshim.policies import (
 from toolshim.rules import ModelRule
 from toolshim.turn import TOOL_FIELDS, ChatTurn
 
-from tests.deltas import parse_sse
+from tests.checked import checked_openai
+from tests.deltas import check_deltas, parse_sse, streamed_calls
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
 
 MODEL, MATCH = "agent-small", "agent-*"  # the metric label is the rule's match, never the model name
@@ -116,19 +116,20 @@ def rules(mode: str = "native", **options: Any) -> list[dict[str, Any]]:
     return [{"match": MATCH, "upstream": "up", "tool_mode": mode, **options}]
 
 
-def client(proxy: Any) -> AsyncOpenAI:
-    return AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0)
-
-
 async def ask(proxy: Any, messages: list[dict[str, Any]], stream: bool = False, **kwargs: Any) -> dict[str, Any]:
-    """One request through the SDK; streamed answers are merged by the SDK's own accumulator."""
+    """One request through the SDK; streamed answers are merged by the SDK's own accumulator. The raw
+    answer the SDK read is checked too (``check_deltas`` / ``check_completion``)."""
     params: dict[str, Any] = {"model": MODEL, "messages": messages, "tools": TOOLS, **kwargs}
-    if not stream:
-        return (await client(proxy).chat.completions.create(**params)).model_dump()
-    state = ChatCompletionStreamState()
-    async for chunk in await client(proxy).chat.completions.create(**params, stream=True):
-        state.handle_chunk(chunk)
-    return state.get_final_completion().model_dump()
+    async with checked_openai(proxy.base_url) as client:
+        if not stream:
+            result = (await client.chat.completions.create(**params)).model_dump()
+        else:
+            state = ChatCompletionStreamState()
+            async for chunk in await client.chat.completions.create(**params, stream=True):
+                state.handle_chunk(chunk)
+            result = state.get_final_completion().model_dump()
+    assert client.transport.check() == 1
+    return result
 
 
 def pieces(text: str, size: int = 9) -> list[str]:
@@ -628,16 +629,19 @@ async def test_deadline_covers_the_reasks(start_proxy, fake_upstream) -> None:
     assert len(fake_upstream.requests) == 2, "the re-ask was sent and counted against the deadline"
 
 
-async def stalled_stream(proxy: Any, fake: FakeUpstream) -> tuple[list[dict[str, Any]], bool, float]:
-    """A stream whose upstream sends the role chunk and two content pieces, then goes silent."""
-    stall_after(fake, 3, 10)
-    fake.script(Reply(pieces=text_stream(["The failing test ", "is test_parse_dates", " because"])))
+async def stalled_stream(proxy: Any, fake: FakeUpstream, pieces: list[str] | None = None,
+                         sent: int = 3) -> tuple[list[dict[str, Any]], bool, float]:
+    """A stream whose upstream sends the role chunk and ``sent - 1`` content pieces, then goes silent;
+    read raw and put through ``check_deltas``."""
+    stall_after(fake, sent, 10)
+    fake.script(Reply(pieces=text_stream(pieces or ["The failing test ", "is test_parse_dates", " because"])))
     payload = {"model": MODEL, "messages": exploring(2).messages, "tools": TOOLS, "stream": True}
     started = time.monotonic()
     async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/chat/completions",
                                                                  json=payload) as resp:
         assert resp.status == 200
         chunks, done = parse_sse(await resp.text())
+    check_deltas(chunks)
     return chunks, done, time.monotonic() - started
 
 
@@ -664,6 +668,24 @@ async def test_the_deadline_finish_belongs_to_the_same_stream(start_proxy, fake_
     chunks, done, _ = await stalled_stream(proxy, fake_upstream)
     assert done and chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert len({c["id"] for c in chunks}) == 1 and len({c["model"] for c in chunks}) == 1
+
+
+@pytest.mark.parametrize("mode", ["hermes", "react", "xml", "caret"])
+async def test_the_deadline_in_the_middle_of_a_streamed_call(start_proxy, fake_upstream, mode: str) -> None:
+    """With ``stream_arguments`` a call already begun is cut like OpenAI cuts at ``max_tokens``: the same
+    call index, no new one, and ``finish_reason`` ``length``."""
+    proxy = await start_proxy(models=rules(mode, stream_arguments=True, max_request_seconds=0.4))
+    args = {"path": "src/dates.py", "content": DATES_PY}
+    text = "I will fix it.\n" + get_format(mode).render_calls([ToolCallRecord("call_1", "write_file",
+                                                                                 json.dumps(args))])
+    chunks, done, _ = await stalled_stream(proxy, fake_upstream, pieces(text, 5), sent=len(text) // 10)
+    assert done and chunks[-1]["choices"][0]["finish_reason"] == "length"
+    [call] = streamed_calls(chunks)
+    assert call["name"] == "write_file"
+    assert any(json.dumps(args, separators=sep).startswith(call["arguments"]) for sep in ((",", ":"), (", ", ": ")))
+    with pytest.raises(ValueError):
+        json.loads(call["arguments"])  # cut: never passed off as a whole call
+    assert actions(proxy) == {"max_request_seconds": 1}
 
 
 async def test_a_stream_within_the_deadline_is_untouched(start_proxy, fake_upstream) -> None:

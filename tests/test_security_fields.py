@@ -8,6 +8,7 @@ operator's key never reaches a listener the client chose (``attacker`` receives 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,8 @@ import pytest
 from toolshim.rules import RulesError, load_rules
 
 from tests.conftest import write_rules
+from tests.deltas import check_completion, check_deltas, parse_sse
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
-
-pytestmark = [pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance is deprecated")]
 
 KEY = "sk-operator-secret-key"
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
@@ -90,7 +89,13 @@ async def test_openai_upstream_gets_only_allowlisted_fields(start_proxy: Any, fa
     async with aiohttp.ClientSession() as session, \
             session.post(proxy.base_url + "/chat/completions", json=body) as resp:
         assert resp.status == 200, await resp.text()
-        await resp.read()
+        text = await resp.text()
+    if stream:
+        chunks, done = parse_sse(text)
+        assert done
+        check_deltas(chunks)
+    else:
+        check_completion(json.loads(text))
     assert_untouched(attacker)
     sent = fake_upstream.requests[0]
     assert sent["temperature"] == 0.5 and sent["seed"] == 7

@@ -26,9 +26,9 @@ async def start_serve(rules: Path, *extra: str, env: dict[str, str] | None = Non
                                                                                          str]:
     port = free_port()
     log = rules.parent / f"serve-{port}.log"  # a file, not a pipe: an undrained pipe would block the logs
-    proc = subprocess.Popen([*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
-                            env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-                            stderr=log.open("wb"))
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
+                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         for _ in range(150):
