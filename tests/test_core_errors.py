@@ -154,10 +154,6 @@ async def test_body_over_limit_is_413(start_proxy: Any, fake_upstream: FakeUpstr
     assert status == 200  # exactly at the limit is fine
 
 
-# Ours, in proxy/upstream/openai_http.py (_post_chat posts the JSON as bytes; over 1 MiB aiohttp warns that
-# writing it may block the loop). Shown, not raised, here only, until the proxy passes a BytesIO/payload.
-@pytest.mark.filterwarnings("default:Sending a large body directly with raw bytes might lock the event loop"
-                            ":ResourceWarning")
 async def test_body_over_aiohttp_default_but_under_limit_is_accepted(start_proxy: Any,
                                                                     fake_upstream: FakeUpstream) -> None:
     """aiohttp caps bodies at 1 MiB unless told otherwise; the proxy's default limit is 10 MiB."""

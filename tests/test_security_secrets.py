@@ -17,9 +17,6 @@ from toolshim.redact import Redactor, short_upstream_message
 from tests.fakes import FakeUpstream, Reply, chunk, sse, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance is deprecated")]
-
 KEY = "sk-upstream-secret-0123456789"
 HEADER_SECRET = "tenant-token-abcdef"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

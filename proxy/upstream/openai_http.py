@@ -9,6 +9,7 @@ decoder (``async for line in content`` fails on lines over 128 KiB: big tool arg
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import re
 import time
@@ -32,6 +33,7 @@ from .base import Observer, UpstreamStream, report
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
+_LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
                          "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
@@ -91,8 +93,9 @@ class OpenAIUpstream:
         """POST the allowlisted fields of ``body`` to the chat endpoint."""
         session = await self._session_ready()
         data = json.dumps(chat_body(body, self._allowed), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
         try:
-            return await session.post(self._base + "/chat/completions", data=data,
+            return await session.post(self._base + "/chat/completions", data=payload,
                                       headers={"Content-Type": "application/json"})
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _map_client_error(exc, self.name) from None
