@@ -20,6 +20,7 @@ from aiohttp import web
 from . import modes
 from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized, render_error
 from .policies import apply_policies
+from .redact import REDACTOR
 from .rules import Resolved
 from .sse import encode_json
 from .state import METRICS, SETTINGS, STATE, reload_rules, request_info
@@ -86,7 +87,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Whole answers as JSON, with every configured secret masked (as streams are)."""
+    return REDACTOR.redact(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None]) -> web.StreamResponse:

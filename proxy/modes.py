@@ -23,6 +23,7 @@ from .emulation import Emulator
 from .errors import DeadlineExceeded, UpstreamHTTPError
 from .formats import get_format
 from .metrics import Metrics
+from .redact import REDACTOR
 from .rewrite import build_plan
 from .rules import Resolved
 from .sse import DONE_BYTES, encode_json
@@ -154,7 +155,7 @@ async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
     chunks = job.start_emulator(fmt).chunks()
     try:
         async for chunk in chunks:
-            yield encode_json(chunk)
+            yield REDACTOR.redact_bytes(encode_json(chunk))
     finally:
         await chunks.aclose()
     yield DONE_BYTES

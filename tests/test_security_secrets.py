@@ -78,7 +78,7 @@ async def test_html_error_page_traceback_and_urls_are_reduced(proxy: Any, fake_u
     assert status == 500 and "model crashed" in text and "Traceback" not in text and "/srv/app" not in text
 
 
-async def test_debug_logs_never_carry_a_secret(start_proxy: Any, fake_upstream: FakeUpstream,
+async def test_debug_logs_and_answers_never_carry_a_secret(start_proxy: Any, fake_upstream: FakeUpstream,
                                                monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
     """Even content logging at DEBUG: a user who pastes a configured key sees it masked in the log."""
@@ -89,7 +89,7 @@ async def test_debug_logs_never_carry_a_secret(start_proxy: Any, fake_upstream: 
     with caplog.at_level(logging.DEBUG):
         status, text = await post_raw(proxy, {**BODY, "tools": TOOLS,
                                               "messages": [{"role": "user", "content": f"is {KEY} valid?"}]})
-    assert status == 200
+    assert status == 200 and "***" in text and KEY not in text
     assert "rendered prompt" in caplog.text and KEY not in caplog.text
 
 
