@@ -4,7 +4,8 @@
 knows nothing about tools: an assistant's ``tool_calls`` (or legacy ``function_call``)
 become text in the format's own syntax after the message's text, and ``tool`` / legacy
 ``function`` results become ``user`` messages holding the format's observations.
-``merge_system_prompt`` puts the format's tool instructions into the system message.
+``merge_system_prompt`` puts the format's tool instructions into the system message. Tool
+results and user text are ``defuse``d first: call markup in them is data, never a ready-made call.
 
 Format-agnostic: everything syntax-specific comes from the ``ToolFormat``. Pure functions:
 the input list and its messages are never mutated; every output message is a new dict.
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .base import ToolCallRecord, ToolFormat
+from .defuse import defuse
 
 Message = dict[str, Any]
 
@@ -116,7 +118,7 @@ def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict
         role = message.get("role")
         if role in _RESULT_ROLES:
             name = _result_name(message, names, last_name)
-            results.append(fmt.render_result(name, content_text(message.get("content"))))
+            results.append(fmt.render_result(name, defuse(content_text(message.get("content")))))
             continue
         if results:
             out.append({"role": "user", "content": "\n".join(results)})
@@ -132,10 +134,22 @@ def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict
             copy = dict(message)
             if role == "assistant" and copy.get("content") is None:
                 copy["content"] = ""  # chat templates choke on null content
+            if role == "user":
+                copy["content"] = _defused_content(copy.get("content"))
             out.append(copy)
     if results:
         out.append({"role": "user", "content": "\n".join(results)})
     return out
+
+
+def _defused_content(content: Any) -> Any:
+    """User text with call markup made inert (text parts of a part list too; other parts untouched)."""
+    if isinstance(content, str):
+        return defuse(content)
+    if isinstance(content, list):
+        return [{**part, "text": defuse(part["text"])} if isinstance(part, Mapping) and
+                isinstance(part.get("text"), str) else part for part in content]
+    return content
 
 
 def _append_prompt(content: Any, prompt: str) -> Any:

@@ -1,0 +1,38 @@
+"""Defusing call markup in text the model reads as data (tool results, user messages).
+
+A web page fetched by a tool can carry ``<tool_call>{"name": "delete_all", ...}</tool_call>``; a
+small model echoes it, and the parser would turn the echo into a real call the client then runs.
+So before the history is rendered, every call syntax any format (or lenient recognition)
+accepts is made inert, while staying readable as data:
+
+* call tags (``<tool_call>``, ``<tool:x>``, ``<param:k>``, ``<function=x>``, ``<parameter=k>``,
+  special tokens such as ``<|python_tag|>``) lose their ``<``: ``&lt;tool_call>``;
+* line-start keywords (ReAct's ``Action:``, ``Action Input:``, ``Observation:``, ``Thought:``,
+  ``Final Answer:``; caret's ``^^^``) are quoted: ``> Action: ...``;
+* JSON call objects (a ``"name"`` key with an ``"arguments"``/``"parameters"`` key) get the
+  argument key renamed (``"arguments_"``): the object reads the same, but is no call;
+* ``[TOOL_CALLS]`` becomes ``[TOOL CALLS]``.
+
+Pure and linear: each pattern is one pass of a regex without nested quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TAG = re.compile(r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
+                  r"tools?>|\|))", re.IGNORECASE)
+_LINE_KEYWORD = re.compile(r"^([ \t]*)(?=(?:action(?:[ \t_]*input)?|observation|final[ \t_]*answer|thought)[ \t]*:"
+                           r"|\^\^\^)", re.IGNORECASE | re.MULTILINE)
+_NAME_KEY = re.compile(r"""(["'])name\1\s*:""")
+_ARGUMENT_KEY = re.compile(r"""(["'])(arguments|parameters)\1(?=\s*:)""")
+_MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
+
+
+def defuse(text: str) -> str:
+    """``text`` with every tool-call syntax made inert (see the module docstring)."""
+    text = _TAG.sub("&lt;", text)
+    text = _LINE_KEYWORD.sub(r"\1> ", text)
+    if _NAME_KEY.search(text):
+        text = _ARGUMENT_KEY.sub(r"\1\2_\1", text)
+    return _MISTRAL.sub("[TOOL CALLS]", text)
