@@ -65,6 +65,7 @@ class Attempt:
     abandoned_call: bool = False  # a call was partly streamed, then failed: end the turn
     finish: str | None = None
     chunks: int = 0
+    usage: dict[str, int] | None = None  # the latest usage this attempt reported (some servers repeat it)
 
 
 @dataclass(slots=True)
@@ -109,6 +110,8 @@ class ResponseBuilder(Generic[Item]):
         self.produced_output = False  # the client has seen content, reasoning or a call
         self._open: dict[int, _OpenCall] = {}
         self._held_text: list[str] = []
+        self._sent_text: list[str] = []  # content the client has received, over all attempts
+        self._echo: _Echo | None = None  # a re-ask's repetition of that content, being skipped
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -124,6 +127,11 @@ class ResponseBuilder(Generic[Item]):
         """Usage adds up over the attempts of one answer (re-asks are paid for too)."""
         for key, value in (usage or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
+
+    def begin_reask(self) -> None:
+        """Another attempt follows: text it repeats of what the client already has is not sent again."""
+        sent = "".join(self._sent_text)
+        self._echo = _Echo(sent) if sent.strip() else None
 
     def feed(self, events: list[Event], attempt: Attempt) -> list[Item]:
         out: list[Item] = []
@@ -171,18 +179,26 @@ class ResponseBuilder(Generic[Item]):
     # ---- events ---------------------------------------------------------------------------
 
     def _text(self, text: str, out: list[Item]) -> None:
+        if self._echo is not None:
+            text = self._echo.skip(text)
+            if self._echo.done:
+                self._echo = None
         if not text:
             return
         if self.wants_call and self.calls_sent == 0:
             self._held_text.append(text)
             return
+        self._send_text(text, out)
+
+    def _send_text(self, text: str, out: list[Item]) -> None:
         self.produced_output = True
+        self._sent_text.append(text)
         out.append(self.renderer.content(text))
 
     def _release_held(self, out: list[Item]) -> None:
+        self._echo = None  # a call or the end: nothing more is a repetition
         if self._held_text:
-            self.produced_output = True
-            out.append(self.renderer.content("".join(self._held_text)))
+            self._send_text("".join(self._held_text), out)
             self._held_text.clear()
 
     def _start(self, event: ToolCallStart, out: list[Item]) -> None:
@@ -229,6 +245,33 @@ class ResponseBuilder(Generic[Item]):
         if event.index is not None and self._open.pop(event.index, None) is not None:
             attempt.abandoned_call = True  # part of this call already reached the client
         log.info("malformed tool block: %s", event.reason)
+
+
+class _Echo:
+    """Skips the start of a re-ask's text while it repeats ``sent`` (whitespace aside).
+
+    At the first character that differs the rest is new text and passes; once all of ``sent``
+    was repeated, everything after it passes."""
+
+    __slots__ = ("_pos", "_sent", "done")
+
+    def __init__(self, sent: str) -> None:
+        self._sent = "".join(sent.split())
+        self._pos = 0
+        self.done = False
+
+    def skip(self, text: str) -> str:
+        for i, ch in enumerate(text):
+            if ch.isspace():
+                continue
+            if self._pos < len(self._sent) and ch == self._sent[self._pos]:
+                self._pos += 1
+                continue
+            self.done = True
+            return text[i:]
+        if self._pos >= len(self._sent):
+            self.done = True
+        return ""
 
 
 def close_reason(finish: str | None) -> FinishReason:

@@ -7,7 +7,9 @@ Per attempt: open the upstream stream → decode each payload (``delta``) → fe
 fresh parser of the format → hand the events to the ``ResponseBuilder``, which makes the
 client's chunks → on a cut, close the upstream. After an attempt without a valid call, re-ask
 (bounded by the rule) when the block was malformed and nothing of it reached the client, or
-when ``tool_choice`` demanded a call. What happened is reported to metrics once, at the end.
+when ``tool_choice`` demanded a call. A demanded call that never comes ends in ``NoValidToolCall``
+(or the text, with the rule's ``on_missing_call: "text"``); a re-ask's repetition of text the
+client already has is skipped by the builder. What happened is reported to metrics once, at the end.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .chunks import ChunkFactory
 from .context import RequestInfo
 from .delta import decode, parse_payload
 from .dumps import DumpWriter
+from .errors import NoValidToolCall
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
@@ -46,6 +49,7 @@ class Emulator:
         self.include_usage = include_usage
         self.dumps = dumps
         self.log_content = log_content and log.isEnabledFor(logging.DEBUG)
+        self._pending_start: list[Chunk] = []  # the role chunk, held while a demanded call is awaited
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions), wants_call=plan.wants_call,
             calls_withdrawn=plan.tool_choice.mode == "none", stream_arguments=rule.stream_arguments)
@@ -63,17 +67,20 @@ class Emulator:
         extra: list[dict[str, Any]] = []
         repairs_left, required_left = self.rule.max_repair_retries, self.rule.max_required_retries
         attempt_no = 0
+        # A demanded call that never comes is an error, so nothing is sent before there is output.
+        self._pending_start = self.builder.start() if self.plan.wants_call else []
         while True:
             attempt = Attempt(can_repair=repairs_left > 0)
             upstream_stream = await self.upstream.stream(self._body(extra))
             try:
-                if attempt_no == 0:
+                if attempt_no == 0 and not self.plan.wants_call:
                     for chunk in self.builder.start():
                         yield chunk
                 async for chunk in self._read(upstream_stream, attempt):
                     yield chunk
             finally:
                 await upstream_stream.aclose()
+            self.builder.add_usage(attempt.usage)
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
             if reask is None:
@@ -83,10 +90,20 @@ class Emulator:
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             extra += [{"role": "assistant", "content": "".join(attempt.raw)}, {"role": "user", "content": message}]
+            self.builder.begin_reask()
             attempt_no += 1
-        for chunk in self.builder.finish(attempt, self.include_usage):
-            yield chunk
         self.info.note_usage(self.builder.usage)
+        if self.plan.wants_call and not self.builder.calls_sent and self.rule.on_missing_call == "error":
+            raise NoValidToolCall(self._missing_call_message(attempt_no))
+        for chunk in self._emit(self.builder.finish(attempt, self.include_usage)):
+            yield chunk
+
+    def _missing_call_message(self, reasks: int) -> str:
+        target = (f"the function '{self.plan.tool_choice.name}'" if self.plan.tool_choice.mode == "named"
+                  else "a tool")
+        return (f"The model gave no valid tool call although tool_choice required {target} "
+                f"(asked {reasks + 1} time{'s' if reasks else ''}). Retry, or use a model that follows tool "
+                "instructions better; the rule option on_missing_call: \"text\" returns the text instead.")
 
     def _body(self, extra: list[dict[str, Any]]) -> dict[str, Any]:
         body = {**self.plan.body, "messages": [*self.plan.body["messages"], *extra], "stream": True,
@@ -99,7 +116,7 @@ class Emulator:
         parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))
-            self.builder.add_usage(delta.usage)
+            attempt.usage = dict(delta.usage) if delta.usage else attempt.usage
             attempt.finish = delta.finish_reason or attempt.finish
             out = self.builder.reasoning(delta.reasoning)
             if delta.content:
@@ -116,6 +133,8 @@ class Emulator:
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:
         if self.builder.produced_output:
             self.info.mark_first_token()
+        if chunks and self._pending_start:
+            chunks, self._pending_start = [*self._pending_start, *chunks], []
         return chunks
 
     def _stop_reading(self, attempt: Attempt) -> bool:

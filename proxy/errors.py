@@ -14,7 +14,9 @@
         │                               a stream that ended before its finish
         ├── UpstreamUnavailable     502 upstream_unreachable      (also a ConnectionError): no connection
         ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
-        └── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
+        ├── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
+        └── NoValidToolCall         502 no_valid_tool_call: tool_choice demanded a call and the
+                                        model answered without one (after the re-asks)
 
 Code raises these; ``render_error`` turns any exception into (status, body, metric label, log
 level), for the middleware and for streams alike. Nothing else builds error bodies. Messages
@@ -130,6 +132,13 @@ class UpstreamDisconnected(UpstreamError, ConnectionError):
 class UpstreamTimeout(UpstreamError, TimeoutError):
     status = 504
     code = "upstream_timeout"
+
+
+class NoValidToolCall(UpstreamError):
+    """``tool_choice`` required a call; the model still answered without a valid one."""
+
+    status = 502
+    code = "no_valid_tool_call"
 
 
 class DeadlineExceeded(ProxyError):

@@ -87,6 +87,7 @@ class ModelRule(_Strict):
     stream_arguments: bool = False
     max_repair_retries: int = Field(1, ge=0, le=5)
     max_required_retries: int = Field(1, ge=0, le=5)
+    on_missing_call: Literal["error", "text"] = "error"  # a demanded call never came: 502, or the text
     max_stop_sequences: int = Field(4, ge=1)
     # conversation policies
     max_consecutive_tool_turns: int | None = Field(None, ge=1)

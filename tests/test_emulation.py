@@ -233,7 +233,7 @@ async def test_required_choice_reasks_once(start_proxy, fake_upstream, fmt: str,
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 async def test_required_choice_gives_up_after_the_limit(start_proxy, fake_upstream, fmt: str) -> None:
-    proxy = await start_proxy(models=emulated(fmt, max_required_retries=1))
+    proxy = await start_proxy(models=emulated(fmt, max_required_retries=1, on_missing_call="text"))
     fake_upstream.script(Reply(pieces=text_stream(["No."])))
     result = await ask(proxy, False, tool_choice="required")
     assert len(fake_upstream.requests) == 2
