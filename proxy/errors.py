@@ -219,13 +219,13 @@ def render_error(exc: BaseException) -> ErrorView:
     return ErrorView(err.status, err.body(), err.code or f"{err.status // 100}xx", level, err)
 
 
-def http_status_error(status: int, reason: str | None) -> ProxyError:
-    """The web server's own refusals (unknown path, wrong method, ...) in OpenAI's shape."""
-    if status == 404:
-        return NotFound("Unknown path; see /v1/chat/completions, /v1/models, /healthz, /metrics")
-    if status == 405:
-        return ProxyError("Method not allowed for this path", status=405, type="invalid_request_error",
-                          code="method_not_allowed")
+def http_status_error(status: int, reason: str | None, method: str = "", path: str = "") -> ProxyError:
+    """The web server's own refusals (unknown path, wrong method, ...) in OpenAI's shape.
+
+    A path that exists but not for this method is answered like OpenAI does: 404 "Invalid URL"."""
+    if status in (404, 405):
+        where = f" ({method} {path[:200]})" if method else ""
+        return NotFound(f"Invalid URL{where}; see /v1/chat/completions, /v1/models, /healthz, /metrics")
     if status == 413:
         return PayloadTooLarge(reason or "Request body too large")
     return ProxyError(reason or "HTTP error", status=status, type="invalid_request_error", code=None)

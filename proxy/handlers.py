@@ -57,10 +57,13 @@ async def read_json(request: web.Request) -> Any:
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
-    resolved = request.app[STATE].runtime.rules.resolve(model)
+    rules = request.app[STATE].runtime.rules
+    resolved = rules.resolve(model)
     if resolved is None:
-        raise ModelNotFound(f"The model '{model[:200]}' does not exist or is not served by this proxy.",
-                            param="model")
+        served = rules.exposed_models()
+        hint = f" Served models include: {', '.join(served[:5])}." if served else ""
+        raise ModelNotFound(f"The model '{model[:200]}' does not exist or is not served by this proxy.{hint} "
+                            "GET /v1/models lists them.", param="model")
     return resolved
 
 

@@ -43,7 +43,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         _finish(request, info, 499)  # the client went away
         raise
     except web.HTTPException as exc:  # the router's refusals (unknown path, wrong method)
-        view = render_error(http_status_error(exc.status, exc.reason))
+        view = render_error(http_status_error(exc.status, exc.reason, request.method, request.path))
         response = web.json_response(view.body, status=view.status)
     except Exception as exc:
         view = render_error(exc)

@@ -174,8 +174,9 @@ async def test_unknown_path_and_method_are_openai_shaped(start_proxy: Any) -> No
             assert resp.status == 404
             assert_error(await resp.json(), code="not_found")
         async with session.get(proxy.base_url + "/chat/completions") as resp:
-            assert resp.status == 405
-            assert_error(await resp.json(), code="method_not_allowed")
+            assert resp.status == 404  # as OpenAI answers: "Invalid URL (GET /v1/chat/completions)"
+            err = assert_error(await resp.json(), code="not_found")
+            assert "GET /v1/chat/completions" in err["message"]
 
 
 # --- the upstream fails before the answer starts ----------------------------------------------
@@ -392,3 +393,22 @@ async def test_odd_payload_mid_stream_is_relayed_not_fatal(start_proxy: Any, fak
     async with aiohttp.ClientSession() as session, session.post(
             proxy.base_url + "/chat/completions", json={**OK_BODY, "stream": True}) as resp:
         assert (await resp.read()).decode() == "".join(pieces)
+
+
+async def test_unknown_model_404_names_served_models(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    proxy = await start_proxy(models=[{"match": "gpt-4o", "upstream": "up"}, {"match": "qwen3", "upstream": "up"},
+                                      {"match": "llama-*", "upstream": "up", "expose": ["llama-3.1-8b"]}])
+    status, body = await post(proxy.base_url + "/chat/completions", json={**OK_BODY, "model": "mistral"})
+    assert status == 404
+    err = assert_error(body, code="model_not_found", type_="invalid_request_error", param="model")
+    assert "gpt-4o, qwen3, llama-3.1-8b" in err["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/chat/completions"), ("GET", "/v1/embeddings"),
+                                              ("POST", "/v1/models"), ("GET", "/admin/reload"), ("GET", "/v1/x")])
+async def test_wrong_method_or_unknown_path_is_404(start_proxy: Any, method: str, path: str) -> None:
+    proxy = await start_proxy()
+    async with aiohttp.ClientSession() as session, session.request(method, proxy.url + path) as resp:
+        assert resp.status == 404
+        err = assert_error(await resp.json(), code="not_found", type_="invalid_request_error")
+    assert f"{method} {path}" in err["message"]
