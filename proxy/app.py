@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .handlers import add_routes
 from .metrics import Metrics
-from .middleware import auth_middleware, guard_middleware, observe_middleware
+from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
 from .redact import REDACTOR, install_log_redaction
 from .rules import RuleSet
 from .settings import Settings
@@ -30,7 +30,7 @@ async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
-    app = web.Application(middlewares=[observe_middleware, guard_middleware, auth_middleware],
+    app = web.Application(middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware],
                           client_max_size=settings.max_body_bytes)
     metrics = metrics or Metrics()
     app[SETTINGS] = settings
@@ -39,6 +39,7 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
     REDACTOR.update(configured_secrets(rules, settings))
     install_log_redaction()
     app.cleanup_ctx.append(_upstream_lifecycle)
+    app.on_response_prepare.append(add_cors_headers)
     add_routes(app)
     return app
 

@@ -20,6 +20,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int,
                        help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
+    serve.add_argument("--cors-origins",
+                       help="comma-separated browser origins allowed to call /v1 (CORS; env TOOLSHIM_CORS_ORIGINS, "
+                            "default none; '*' for any)")
     serve.add_argument("--allow-unauthenticated", action="store_true", default=None,
                        help="serve a non-loopback address without client keys, on purpose "
                             "(env TOOLSHIM_ALLOW_UNAUTHENTICATED)")
@@ -47,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings({"rules_path": args.rules, "host": args.host, "port": args.port,
                                   "workers": args.workers, "log_level": args.log_level,
-                                  "allow_unauthenticated": args.allow_unauthenticated})
+                                  "allow_unauthenticated": args.allow_unauthenticated,
+                                  "allowed_origins": args.cors_origins})
     except ValueError as exc:
         print(f"invalid settings: {exc}", file=sys.stderr)
         return 2

@@ -78,10 +78,41 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise Forbidden(f"Host {request.host[:100]!r} is not served here (see TOOLSHIM_ALLOWED_HOSTS).",
                         code="host_not_allowed")
     origin = request.headers.get("Origin")
-    if origin is not None and request.path.startswith(_GUARDED) and origin not in settings.allowed_origins:
-        raise Forbidden("Requests from this web origin are not allowed (see TOOLSHIM_ALLOWED_ORIGINS).",
-                        code="origin_not_allowed")
+    if origin is not None and request.path.startswith(_GUARDED) and not settings.origin_allowed(origin):
+        raise Forbidden("Requests from this web origin are not allowed (see TOOLSHIM_CORS_ORIGINS / "
+                        "--cors-origins).", code="origin_not_allowed")
     return await handler(request)
+
+
+_CORS_METHODS = "GET, POST, OPTIONS"
+_CORS_HEADERS = "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, OpenAI-Project, api-key"
+
+
+@web.middleware
+async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer a CORS preflight for /v1/* from an allowed origin (``guard_middleware`` has already
+    refused any other origin), before client keys are checked: browsers send no keys on a preflight."""
+    origin = request.headers.get("Origin")
+    if (request.method == "OPTIONS" and origin is not None and request.path.startswith("/v1/")
+            and "Access-Control-Request-Method" in request.headers):
+        asked = request.headers.get("Access-Control-Request-Headers", "")
+        return web.Response(status=204, headers={
+            "Access-Control-Allow-Origin": origin, "Access-Control-Allow-Methods": _CORS_METHODS,
+            "Access-Control-Allow-Headers": asked or _CORS_HEADERS, "Access-Control-Max-Age": "600",
+            "Vary": "Origin"})
+    return await handler(request)
+
+
+async def add_cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: an allowed origin may read the answer (streams and errors too)."""
+    origin = request.headers.get("Origin")
+    settings = request.app[SETTINGS]
+    if (origin is None or not settings.allowed_origins or not request.path.startswith(_GUARDED)
+            or not settings.origin_allowed(origin) or "Access-Control-Allow-Origin" in response.headers):
+        return
+    response.headers["Access-Control-Allow-Origin"] = origin
+    response.headers["Access-Control-Expose-Headers"] = "X-Request-Id"
+    response.headers.add("Vary", "Origin")
 
 
 _GUARDED = ("/v1/", "/admin/")

@@ -28,7 +28,8 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     log_content: bool = False  # log message contents at DEBUG (off: they may be private)
     dump_dir: Path | None = None  # write raw upstream text of emulated responses here
-    allowed_origins: tuple[str, ...] = ()  # browser origins allowed to call /v1 and /admin; none by default
+    # browser origins allowed to call /v1 and /admin (CORS, preflight included); none by default; "*": any
+    allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # Host header values served; empty: loopback names when bound to loopback
 
     allow_unauthenticated: bool = False  # serve a non-loopback address without client keys, on purpose
@@ -40,6 +41,10 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip())
         return value
+
+    def origin_allowed(self, origin: str) -> bool:
+        """May a browser page from ``origin`` call /v1 and /admin?"""
+        return "*" in self.allowed_origins or origin in self.allowed_origins
 
     @property
     def loopback_only(self) -> bool:
@@ -88,15 +93,28 @@ ENV_VARS = {
     "log_level": "TOOLSHIM_LOG_LEVEL",
     "log_content": "TOOLSHIM_LOG_CONTENT",
     "dump_dir": "TOOLSHIM_DUMP_DIR",
-    "allowed_origins": "TOOLSHIM_ALLOWED_ORIGINS",
+    "allowed_origins": "TOOLSHIM_CORS_ORIGINS",
     "allowed_hosts": "TOOLSHIM_ALLOWED_HOSTS",
     "allow_unauthenticated": "TOOLSHIM_ALLOW_UNAUTHENTICATED",
 }
 
 
+ENV_ALIASES = {"allowed_origins": ("TOOLSHIM_ALLOWED_ORIGINS",)}  # older names, read when the new one is unset
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for field, var in ENV_VARS.items():
+        for name in (var, *ENV_ALIASES.get(field, ())):
+            if env.get(name):
+                values[field] = env[name]
+                break
+    return values
+
+
 def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Defaults, then the environment, then explicit overrides (flags that were given)."""
     env = os.environ if env is None else env
-    values: dict[str, object] = {field: env[var] for field, var in ENV_VARS.items() if env.get(var)}
+    values = _from_env(env)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return Settings.model_validate(values)
