@@ -1,23 +1,31 @@
-"""The ``toolshim`` command: ``serve`` and ``check-rules``."""
+"""The ``toolshim`` command: ``serve`` and ``check-rules``.
+
+Operator mistakes (bad settings, bad rules, a port in use) end with one line on stderr that
+names the flag or ``TOOLSHIM_*`` variable to fix, and exit code 2; never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 import sys
 from collections.abc import Sequence
 
-from .rules import RulesError, describe, load_rules
-from .settings import load_settings
+from . import __version__
+from .rules import RulesError, describe, lint, load_rules
+from .settings import Settings, SettingsError, load_settings
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolshim", description="OpenAI-compatible proxy that emulates tool calls.")
+    parser.add_argument("--version", action="version", version=f"toolshim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
     serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (env TOOLSHIM_PORT, default 8000)")
-    serve.add_argument("--workers", type=int,
+    serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
+    serve.add_argument("--workers",
                        help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
     serve.add_argument("--cors-origins",
@@ -38,9 +46,30 @@ def _check_rules(path: str) -> int:
         print(f"invalid rules:\n{exc}", file=sys.stderr)
         return 2
     print(describe(rules))
+    for warning in lint(rules):
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"\n{len(rules.models)} model rules, {len(rules.upstreams)} upstreams: OK "
           f"({', '.join(str(p) for p in rules.sources)})")
     return 0
+
+
+def _port_problem(settings: Settings) -> str | None:
+    """Can this process listen where the settings say? Checked before any worker starts."""
+    if settings.port == 0:
+        return None
+    try:
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((settings.host, settings.port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return (f"port {settings.port} on {settings.host} is already in use; choose another with --port "
+                    "(TOOLSHIM_PORT)")
+        if exc.errno == errno.EACCES:
+            return f"no permission to listen on port {settings.port}; choose one above 1023 with --port (TOOLSHIM_PORT)"
+        return f"cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); check --host (TOOLSHIM_HOST)"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,8 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   "workers": args.workers, "log_level": args.log_level,
                                   "allow_unauthenticated": args.allow_unauthenticated,
                                   "allowed_origins": args.cors_origins})
-    except ValueError as exc:
-        print(f"invalid settings: {exc}", file=sys.stderr)
+    except SettingsError as exc:
+        print(f"toolshim: invalid settings:\n{exc}", file=sys.stderr)
         return 2
     problem = settings.exposure_problem()
     if problem is not None:
@@ -62,8 +91,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         load_rules(settings.rules_path)
     except RulesError as exc:
-        print(f"invalid rules:\n{exc}", file=sys.stderr)
+        print(f"toolshim: invalid rules (set the path with --rules or TOOLSHIM_RULES):\n{exc}", file=sys.stderr)
+        return 2
+    problem = _port_problem(settings)
+    if problem is not None:
+        print(f"toolshim: {problem}", file=sys.stderr)
         return 2
     from .server import serve
 
-    return serve(settings)
+    try:
+        return serve(settings)
+    except OSError as exc:  # the listener failed after all (a race with another process)
+        print(f"toolshim: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2

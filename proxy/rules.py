@@ -1,14 +1,20 @@
 """Rules files (JSON5) → a validated ``RuleSet``; ``RuleSet.resolve(model)`` → the rule to apply.
 
 A rules path is one file or a folder of ``*.json5`` / ``*.json`` files (read in name order;
-upstreams merge, model rules concatenate). Unknown keys are errors, so a typo fails at start
-with the file, the field and what is wrong, never silently at request time.
+upstreams merge, model rules concatenate). Unknown keys are errors (with the closest known key
+suggested), types are strict (``"yes"`` is no boolean, ``"3"`` no number), and ``${VAR}`` in a
+string value is replaced from the environment (an unset one is an error), so a typo fails at start
+with the file, the field and what is wrong, never silently at request time. ``lint`` finds what is
+valid but probably wrong (shadowed rules, unset key variables) for ``check-rules``.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import json
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -214,8 +220,48 @@ def _format_validation(file: Path, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top)"
-        lines.append(f"{file}: {where}: {err['msg']}")
+        hint = _extra_key_hint(err["loc"]) if err["type"] == "extra_forbidden" else ""
+        lines.append(f"{file}: {where}: {err['msg']}{hint}")
     return "\n".join(lines)
+
+
+def _extra_key_hint(loc: tuple[int | str, ...]) -> str:
+    """For an unknown key: where the key belongs (``api_key``) or the closest known key."""
+    key = str(loc[-1])
+    if len(loc) == 1:
+        model: type[BaseModel] = RulesFile
+    elif loc[0] == "upstreams" and len(loc) == 3:
+        model = UpstreamConfig
+    elif loc[0] == "models" and len(loc) == 3:
+        model = ModelRule
+    else:
+        return ""
+    if key in ("api_key", "key", "token", "api_token"):
+        return ("; keys are never written in rules files: put it in an environment variable and name that "
+                'variable with api_key_env (e.g. api_key_env: "OPENAI_API_KEY")')
+    close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _substitute_env(value: Any, where: str, missing: list[str]) -> Any:
+    """``${VAR}`` in string values (not keys) → the variable's value; unset names go to ``missing``."""
+    if isinstance(value, str):
+        def replace(match: re.Match[str]) -> str:
+            found = os.environ.get(match.group(1))
+            if found is None:
+                missing.append(f"{where or '(top)'}: environment variable {match.group(1)} is not set")
+                return ""
+            return found
+
+        return _ENV_REF.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _substitute_env(v, f"{where}.{k}".lstrip("."), missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute_env(v, f"{where}[{i}]", missing) for i, v in enumerate(value)]
+    return value
 
 
 def _read_file(file: Path) -> RulesFile:
@@ -225,8 +271,12 @@ def _read_file(file: Path) -> RulesFile:
         raise RulesError(f"{file}: cannot read: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise RulesError(f"{file}: not valid JSON5: {exc}") from exc
-    try:
-        return RulesFile.model_validate(data)
+    missing: list[str] = []
+    data = _substitute_env(data, "", missing)
+    if missing:
+        raise RulesError("\n".join(f"{file}: {line}" for line in missing))
+    try:  # strict, from JSON: "yes" is no boolean and "3" no number; arrays fill tuples
+        return RulesFile.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise RulesError(_format_validation(file, exc)) from exc
 
@@ -252,6 +302,25 @@ def load_rules(path: str | os.PathLike[str]) -> RuleSet:
     if not checked:
         raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
     return RuleSet(upstreams, checked, files)
+
+
+def lint(rules: RuleSet) -> list[str]:
+    """Valid but probably wrong: rules no request can reach, and key variables that are unset."""
+    found: list[str] = []
+    for i, rule in enumerate(rules.models):
+        for j, earlier in enumerate(rules.models[:i]):
+            if earlier.match == rule.match:
+                found.append(f"models[{i}] ({rule.match!r}) duplicates models[{j}]: it is never used")
+                break
+            if fnmatch.fnmatchcase(rule.match, earlier.match):
+                found.append(f"models[{i}] ({rule.match!r}) is shadowed by models[{j}] ({earlier.match!r}), which "
+                             "matches every name it does and comes first: it is never used")
+                break
+    for name, upstream in rules.upstreams.items():
+        if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
+            found.append(f"upstreams.{name}.api_key_env: {upstream.api_key_env} is not set in this environment; "
+                         "requests would go without a key")
+    return found
 
 
 def describe(rules: RuleSet) -> str:

@@ -62,6 +62,7 @@ def _run_worker(settings: Settings, reuse_port: bool) -> None:
 def serve(settings: Settings) -> int:
     """Serve in this process (1 worker) or supervise ``settings.workers`` worker processes."""
     configure_logging(settings.log_level)
+    log.info("%s", start_line(settings))
     exposed = not settings.api_keys and not settings.loopback_only
     log.log(logging.WARNING if exposed else logging.INFO, "%s", settings.access_summary())
     if settings.workers <= 1:
@@ -70,6 +71,21 @@ def serve(settings: Settings) -> int:
         _run_worker(settings, reuse_port=False)
         return 0
     return _supervise(settings)
+
+
+def start_line(settings: Settings) -> str:
+    """The one start-up line: version, rules, their size, where it listens, how many workers."""
+    from . import __version__
+    from .rules import RulesError, load_rules
+
+    try:
+        rules = load_rules(settings.rules_path)
+        size = f"{len(rules.models)} model rules, {len(rules.upstreams)} upstreams"
+        files = ", ".join(str(p) for p in rules.sources)
+    except RulesError:
+        size, files = "rules not loaded", str(settings.rules_path)
+    return (f"toolshim {__version__} starting: rules {files} ({size}); http://{settings.host}:{settings.port}, "
+            f"{settings.workers} worker{'s' if settings.workers != 1 else ''}")
 
 
 def _prepare_multiprocess_dir() -> str:

@@ -9,8 +9,15 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names the environment variable and the flag."""
 
 
 class Settings(BaseModel):
@@ -45,6 +52,13 @@ class Settings(BaseModel):
     def origin_allowed(self, origin: str) -> bool:
         """May a browser page from ``origin`` call /v1 and /admin?"""
         return "*" in self.allowed_origins or origin in self.allowed_origins
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r}; expected one of: {', '.join(LOG_LEVELS)}")
+        return value.upper()
 
     @property
     def loopback_only(self) -> bool:
@@ -99,6 +113,10 @@ ENV_VARS = {
 }
 
 
+FLAGS = {"rules_path": "--rules", "host": "--host", "port": "--port", "workers": "--workers",
+         "log_level": "--log-level", "allowed_origins": "--cors-origins",
+         "allow_unauthenticated": "--allow-unauthenticated"}
+
 ENV_ALIASES = {"allowed_origins": ("TOOLSHIM_ALLOWED_ORIGINS",)}  # older names, read when the new one is unset
 
 
@@ -116,5 +134,20 @@ def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[st
     """Defaults, then the environment, then explicit overrides (flags that were given)."""
     env = os.environ if env is None else env
     values = _from_env(env)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return Settings.model_validate(values)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(flags)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError("\n".join(_describe(err, flags) for err in exc.errors())) from None
+
+
+def _describe(err: Any, flags: Mapping[str, object]) -> str:
+    """One line per problem, naming what the operator sets: the flag given, else the variable."""
+    field = str(err["loc"][0]) if err["loc"] else ""
+    env_name, flag = ENV_VARS.get(field, field), FLAGS.get(field)
+    source = flag if flag and field in flags else (f"{env_name} (or {flag})" if flag else env_name)
+    message = str(err["msg"]).removeprefix("Value error, ")
+    given = err.get("input")
+    shown = f" (got {given!r})" if isinstance(given, str | int | float) and repr(given) not in message else ""
+    return f"{source}: {message}{shown}"
