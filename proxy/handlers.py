@@ -18,6 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from . import modes
+from .catalog import model_card
 from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized, render_error
 from .policies import apply_policies
 from .redact import REDACTOR
@@ -132,18 +133,14 @@ async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    names = request.app[STATE].runtime.rules.exposed_models()
-    return web.json_response({"object": "list", "data": [_model_card(n) for n in names]})
+    runtime = request.app[STATE].runtime
+    cards = await runtime.catalog.cards(runtime.rules, runtime.upstreams)
+    return web.json_response({"object": "list", "data": cards})
 
 
 async def get_model(request: web.Request) -> web.Response:
     name = request.match_info["model"]
-    resolve_model(request, name)
-    return web.json_response(_model_card(name))
-
-
-def _model_card(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "toolshim"}
+    return web.json_response(model_card(name, resolve_model(request, name).upstream_name))
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -188,7 +188,7 @@ class RuleSet:
         """Names for GET /v1/models: literal (glob-free) matches and each rule's ``expose`` list."""
         names: list[str] = []
         for rule in self.models:
-            candidates = [*([] if _is_glob(rule.match) else [rule.match]), *rule.expose]
+            candidates = [*([] if is_glob(rule.match) else [rule.match]), *rule.expose]
             names.extend(n for n in candidates if n not in names)
         return names
 
@@ -201,7 +201,7 @@ def _mode_names() -> list[str]:
     return [*SERVED_MODES, *sorted(FORMATS)]
 
 
-def _is_glob(pattern: str) -> bool:
+def is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
 
 

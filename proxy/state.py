@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from .catalog import ModelCatalog
 from .context import RequestInfo
 from .metrics import Metrics
 from .redact import REDACTOR
@@ -28,6 +29,7 @@ class Runtime:
 
     rules: RuleSet
     upstreams: dict[str, Upstream]
+    catalog: ModelCatalog = field(default_factory=ModelCatalog)  # GET /v1/models, cached upstream lists
 
 
 @dataclass(slots=True)
