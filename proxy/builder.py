@@ -19,7 +19,7 @@ import secrets
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
 from .formats.base import FinishReason
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 Item = TypeVar("Item")
 Item_co = TypeVar("Item_co", covariant=True)
 _ALPHABET = string.ascii_letters + string.digits
+TextBeforeCall = Literal["content", "reasoning", "drop"]
 
 
 def new_call_id() -> str:
@@ -98,9 +99,12 @@ class ResponseBuilder(Generic[Item]):
     """Turns parser events of one answer (over all its attempts) into a front end's items."""
 
     def __init__(self, renderer: Renderer[Item], *, wants_call: bool = False, calls_withdrawn: bool = False,
-                 stream_arguments: bool = False, call_ids: Callable[[], str] = new_call_id) -> None:
+                 stream_arguments: bool = False, text_before_call: TextBeforeCall = "content",
+                 call_ids: Callable[[], str] = new_call_id) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
+        # text that precedes a call: content, reasoning or drop (the last two hold text until it is known)
+        self.text_before_call = text_before_call
         self.calls_withdrawn = calls_withdrawn  # tool_choice none: calls written anyway are dropped
         self.stream_arguments = stream_arguments
         self._call_ids = call_ids
@@ -185,7 +189,7 @@ class ResponseBuilder(Generic[Item]):
                 self._echo = None
         if not text:
             return
-        if self.wants_call and self.calls_sent == 0:
+        if self.calls_sent == 0 and (self.wants_call or self.text_before_call != "content"):
             self._held_text.append(text)
             return
         self._send_text(text, out)
@@ -195,16 +199,22 @@ class ResponseBuilder(Generic[Item]):
         self._sent_text.append(text)
         out.append(self.renderer.content(text))
 
-    def _release_held(self, out: list[Item]) -> None:
+    def _release_held(self, out: list[Item], before_call: bool = False) -> None:
+        """Send the held text: at the end as content; before a call as ``text_before_call`` says."""
         self._echo = None  # a call or the end: nothing more is a repetition
-        if self._held_text:
-            self._send_text("".join(self._held_text), out)
-            self._held_text.clear()
+        if not self._held_text:
+            return
+        text = "".join(self._held_text)
+        self._held_text.clear()
+        if not before_call or self.text_before_call == "content":
+            self._send_text(text, out)
+        elif self.text_before_call == "reasoning":
+            out.extend(self.reasoning(text))
 
     def _start(self, event: ToolCallStart, out: list[Item]) -> None:
         if not self.stream_arguments or self.calls_withdrawn:
             return
-        self._release_held(out)
+        self._release_held(out, before_call=True)
         state = _OpenCall(self.calls_sent + len(self._open))
         self._open[event.index] = state
         self.produced_output = True
@@ -220,7 +230,7 @@ class ResponseBuilder(Generic[Item]):
         if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
             self.tally.sanitized += 1
             return
-        self._release_held(out)
+        self._release_held(out, before_call=True)
         state = self._open.pop(event.index, None)
         if state is None:
             index = self.calls_sent

@@ -52,7 +52,8 @@ class Emulator:
         self._pending_start: list[Chunk] = []  # the role chunk, held while a demanded call is awaited
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions), wants_call=plan.wants_call,
-            calls_withdrawn=plan.tool_choice.mode == "none", stream_arguments=rule.stream_arguments)
+            calls_withdrawn=plan.tool_choice.mode == "none", stream_arguments=rule.stream_arguments,
+            text_before_call=rule.text_before_call)
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         try:

@@ -105,3 +105,25 @@ async def test_usage_repeated_in_every_chunk_is_counted_once(start_proxy: Any, f
     fake_upstream.script(Reply(pieces=events))
     result = await ask(proxy, False)
     assert result["usage"]["prompt_tokens"] == 50 and result["usage"]["completion_tokens"] == 3
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("where", ["content", "reasoning", "drop"])
+async def test_text_before_a_call_goes_where_the_rule_says(start_proxy: Any, fake_upstream: Any, stream: bool,
+                                                           where: str) -> None:
+    """pydantic-ai's ``run_stream`` takes a turn's first text as the final answer: a preamble can move."""
+    proxy = await start_proxy(models=emulated("hermes", text_before_call=where))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(PREAMBLE + "\n" + call_text("hermes"), 4))))
+    message = (await ask(proxy, stream))["choices"][0]["message"]
+    assert message["tool_calls"][0]["function"]["name"] == "get_weather"
+    content, reasoning = (message["content"] or "").strip(), (message.get("reasoning_content") or "").strip()
+    expected = {"content": (PREAMBLE.strip(), ""), "reasoning": ("", PREAMBLE.strip()), "drop": ("", "")}[where]
+    assert (content, reasoning) == expected
+
+
+@pytest.mark.parametrize("where", ["reasoning", "drop"])
+async def test_text_without_a_call_stays_content(start_proxy: Any, fake_upstream: Any, where: str) -> None:
+    proxy = await start_proxy(models=emulated("hermes", text_before_call=where))
+    fake_upstream.script(Reply(pieces=text_stream(pieces("It is sunny in Paris.", 4))))
+    message = (await ask(proxy, True))["choices"][0]["message"]
+    assert message["content"] == "It is sunny in Paris." and not message.get("tool_calls")
