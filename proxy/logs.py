@@ -1,6 +1,7 @@
 """Logging: one JSON object per line, a request-id context variable, and no secrets.
 
-``configure_logging`` installs the formatter on the root logger. Request summaries are logged
+``configure_logging`` installs the formatter on the root logger; ``route_library_logs`` sends
+litellm's own loggers (which come with plain-text handlers) through it too. Request summaries are logged
 by the app middleware as ``toolshim.access`` records whose ``fields`` become JSON keys.
 """
 
@@ -41,3 +42,20 @@ def configure_logging(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    for name in ("httpx", "httpcore"):  # litellm's HTTP client: a line per request at INFO
+        logging.getLogger(name).setLevel(logging.WARNING)
+    route_library_logs()
+
+
+# Loggers that libraries give their own plain-text handlers (litellm, on import).
+FOREIGN_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
+
+
+def route_library_logs() -> None:
+    """Take the handlers off the libraries' own loggers, so their records reach the root handler
+    and come out as JSON lines like ours (call again after importing such a library)."""
+    for name in FOREIGN_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from .context import RequestInfo
-from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, http_status_error, render_error
+from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, UpstreamError, http_status_error, render_error
 from .logs import request_id_var
 from .settings import is_loopback
 from .state import INFO_KEY, METRICS, SETTINGS
@@ -49,6 +49,9 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         view = render_error(exc)
         if view.level >= logging.ERROR:
             log.exception("unhandled error serving %s %s", request.method, request.path)
+        elif isinstance(exc, UpstreamError):
+            log.warning("upstream %s failed: %s (answered %d %s)", info.upstream or "-", view.error.message,
+                        view.status, view.label)
         if isinstance(exc, ProxyError) and info.error_code is None:
             info.error_code = view.label
         response = web.json_response(view.body, status=view.status)

@@ -17,6 +17,7 @@ from typing import Any
 from ..allowlist import chat_body
 from ..delta import Payload
 from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
+from ..logs import route_library_logs
 from ..redact import short_upstream_message
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
@@ -32,6 +33,7 @@ def _import_litellm() -> Any:
 
         litellm.drop_params = True  # providers reject OpenAI params they lack; drop rather than fail
         litellm.suppress_debug_info = True
+        route_library_logs()  # its plain-text handlers would mix into our JSON lines
         _litellm = litellm
     return _litellm
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -47,8 +48,16 @@ def _map_client_error(exc: BaseException, name: str, *, connected: bool = False)
     if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
         return UpstreamTimeout(f"upstream '{name}' timed out")
     if connected:
-        return UpstreamDisconnected(f"upstream '{name}' dropped the connection mid-answer: {type(exc).__name__}")
-    return UpstreamUnavailable(f"upstream '{name}' is unreachable: {type(exc).__name__}")
+        return UpstreamDisconnected(f"upstream '{name}' dropped the connection mid-answer: {_cause(exc)}")
+    return UpstreamUnavailable(f"upstream '{name}' is unreachable: {_cause(exc)}")
+
+
+def _cause(exc: BaseException) -> str:
+    """What went wrong, without the address: "connection refused", "name does not resolve", ..."""
+    os_error = getattr(exc, "os_error", exc)
+    if isinstance(os_error, OSError) and os_error.errno:  # the errno's text: strerror may hold the address
+        return f"{os.strerror(os_error.errno).lower()} ({type(exc).__name__})"
+    return type(exc).__name__
 
 
 class OpenAIUpstream:
