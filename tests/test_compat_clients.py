@@ -160,3 +160,38 @@ async def test_litellm_as_client(proxy: Any, stream: bool) -> None:
                              "content": get_weather(**json.loads(call.function.arguments))})
     assert message.content == ANSWER
     assert_loop_went_through(proxy.fake)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
+async def test_pydantic_ai(start_proxy: Any, fake_upstream: Any, stream: bool) -> None:
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    # run_stream ends at the first text of a turn: a preamble before the call would end the run there
+    proxy = await start_proxy(models=emulated("hermes", text_before_call="reasoning"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces("Let me look that up.\n" + call_text("hermes"), 5))),
+                         Reply(pieces=text_stream(pieces(ANSWER, 6))))
+    async with AsyncOpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0) as client:
+        model = OpenAIChatModel("qwen", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(model, tools=[get_weather])
+        if stream:
+            async with agent.run_stream(QUESTION) as run:
+                answer = await run.get_output()
+        else:
+            answer = (await agent.run(QUESTION)).output
+    assert answer == ANSWER
+    assert_loop_went_through(fake_upstream)
+
+
+async def test_openai_agents_sdk(proxy: Any) -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    async with AsyncOpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0) as client:
+        agent = Agent(name="weather", instructions="Answer with the weather tool.", tools=[function_tool(get_weather)],
+                      model=OpenAIChatCompletionsModel(model="qwen", openai_client=client))
+        result = await Runner.run(agent, QUESTION, run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == ANSWER
+    assert_loop_went_through(proxy.fake)
