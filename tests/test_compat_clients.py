@@ -195,3 +195,16 @@ async def test_openai_agents_sdk(proxy: Any) -> None:
         result = await Runner.run(agent, QUESTION, run_config=RunConfig(tracing_disabled=True))
     assert result.final_output == ANSWER
     assert_loop_went_through(proxy.fake)
+
+
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")  # inside llama-index
+async def test_llamaindex_openai_like(proxy: Any) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.llms.openai_like import OpenAILike
+
+    llm = OpenAILike(model="qwen", api_base=proxy.base_url, api_key="unused", is_chat_model=True,
+                     is_function_calling_model=True, max_retries=0)
+    agent = FunctionAgent(tools=[get_weather], llm=llm)
+    answer = await agent.run(QUESTION)
+    assert str(answer).strip() == ANSWER
+    assert_loop_went_through(proxy.fake)
