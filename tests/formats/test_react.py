@@ -127,7 +127,7 @@ def test_action_without_input_is_malformed_when_parameters_are_required() -> Non
     events = parse("Action: get_weather")
     assert isinstance(events[-1], Malformed) and events[-1].index == 0
     assert parse("Action: get_weather", finish="length") == [Malformed("Action: get_weather",
-                                                                       "tool block truncated (finish_reason length)")]
+                                                                       "tool block truncated (finish_reason=length)")]
 
 
 def test_streaming_is_incremental() -> None:
