@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from toolshim.formats.base import Event
+from toolshim.formats.base import Event, FinishReason, Malformed
 
 from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
 from tests.formats.tools import TOOLS
@@ -84,6 +85,10 @@ def expected_calls(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str
 
 def factory(fmt: ToolFormat, max_calls: int = 1) -> Callable[[], Any]:
     return lambda: fmt.new_parser(TOOLS, max_calls=max_calls)
+
+
+def parse_whole(fmt: ToolFormat, text: str, max_calls: int, finish: FinishReason) -> list[Event]:
+    return merge(feed_chunks(factory(fmt, max_calls), [text], finish))
 
 
 def content_of(events: Sequence[Event]) -> str:
@@ -184,13 +189,29 @@ class TestParsing:
             assert summary["calls"] == expected_calls([call]), full[:pos]
             assert summary["malformed"] == 0
 
-    def test_length_cut_mid_block_is_malformed(self, fmt: ToolFormat) -> None:
+    @pytest.mark.parametrize("finish", ["length", "content_filter"])
+    def test_truncated_mid_block_is_malformed(self, fmt: ToolFormat, finish: FinishReason) -> None:
+        """The truncation rule (proxy.formats._calls): a block the upstream cut off is never a complete call."""
         text = "Checking.\n" + fmt.render_calls(records(CALLS[:1]))
         cut = text[: text.index("São") + 2]
-        summary = summarize(assert_same_in_all_chunkings(factory(fmt), cut, "length"))
+        events = assert_same_in_all_chunkings(factory(fmt), cut, finish)
+        summary = summarize(events)
         assert summary["calls"] == [] and summary["malformed"] == 1
         assert summary["content"].strip() == "Checking."
         assert not LEAKS[fmt.name](summary["content"])
+        bad = next(e for e in events if isinstance(e, Malformed))
+        assert bad.index == 0 and bad.reason == f"tool block truncated (finish_reason={finish})"
+
+    def test_content_filter_cut_is_a_length_cut(self, fmt: ToolFormat) -> None:
+        """One truncation rule for both cut-off reasons, wherever the output is cut."""
+        def cut(text: str, finish: FinishReason) -> list[Event]:  # the reason names its finish_reason
+            events = parse_whole(fmt, text, 2, finish)
+            return [replace(e, reason=e.reason.replace(str(finish), "CUT")) if isinstance(e, Malformed) else e
+                    for e in events]
+
+        text = "Checking.\n" + fmt.render_calls(records(CALLS[:2])) + "\nDone."
+        for end in range(len(text) + 1):
+            assert cut(text[:end], "content_filter") == cut(text[:end], "length"), text[:end]
 
 
 # ---- properties: chunking, garbage, mutations ------------------------------------------------------
