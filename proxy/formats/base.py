@@ -171,6 +171,14 @@ class ToolFormat(Protocol):
         """Stop strings that end generation after the first complete tool block."""
         ...
 
+    def stops_between_calls(self) -> tuple[str, ...]:
+        """Those of ``stop_sequences()`` that would also end generation between two call blocks.
+
+        A request that allows several calls must leave them out, or the model could write only one
+        (hermes: ``</tool_call>``). Exactly the stops found in ``render_calls`` of two calls.
+        """
+        ...
+
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         """A fresh parser for one response; ``max_calls`` is where it reports the cut."""
         ...

@@ -460,5 +460,9 @@ class CaretFormat:
         A block closed by end of output without the final newline is completed the same way."""
         return ("\n^^^\n",)
 
+    def stops_between_calls(self) -> tuple[str, ...]:
+        """The closing line ``^^^`` of a block that another block follows ends with ``\\n^^^\\n`` too."""
+        return ("\n^^^\n",)
+
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return CaretParser(tools, max_calls)

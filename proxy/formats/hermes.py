@@ -554,5 +554,8 @@ class HermesFormat:
         # text: close() completes the block); `<tool_response>` stops an invented result.
         return (CLOSE, RESPONSE)
 
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return (CLOSE,)  # every block ends with it, the next block follows
+
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return HermesParser(tools, max_calls)

@@ -501,5 +501,8 @@ class ReactFormat:
     def stop_sequences(self) -> tuple[str, ...]:
         return ("\nObservation:",)
 
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return ()  # Action blocks follow each other without an Observation line
+
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return _ReactParser(tools, max_calls)

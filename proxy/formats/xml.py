@@ -486,5 +486,8 @@ class XmlFormat:
     def stop_sequences(self) -> tuple[str, ...]:
         return ("<tool_result",)
 
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return ()  # `<tool_result` only starts an imitated result, never a call block
+
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return XmlParser(tools, max_calls)

@@ -126,6 +126,14 @@ class TestRendering:
         assert isinstance(stops, tuple)
         assert all(isinstance(s, str) and s for s in stops)
 
+    @pytest.mark.parametrize("pair", ["sample", "real"])
+    def test_stops_between_calls_are_the_stops_inside_two_rendered_calls(self, fmt: ToolFormat, pair: str) -> None:
+        """The old derivation (proxy/rewrite.py format_stops): the stop sequences that occur in two rendered
+        calls are the ones that would end generation between them."""
+        sample = ToolCallRecord("call_1", "tool_name", '{"key": "value"}')
+        two_calls = fmt.render_calls([sample, sample] if pair == "sample" else records(CALLS[:2]))
+        assert fmt.stops_between_calls() == tuple(stop for stop in fmt.stop_sequences() if stop in two_calls)
+
     def test_render_result_contains_the_content(self, fmt: ToolFormat) -> None:
         rendered = fmt.render_result("get_weather", "18 °C\nsunny")
         assert isinstance(rendered, str) and "18 °C" in rendered and "sunny" in rendered
