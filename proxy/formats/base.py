@@ -30,8 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-JsonObject = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:

@@ -490,11 +490,6 @@ class ReactFormat:
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return "\n".join(f"Action: {c.name}\nAction Input: {arguments_line(c.arguments)}" for c in calls)
 
-    def render_turn(self, content: str, calls: Sequence[ToolCallRecord]) -> str:
-        """A whole assistant turn of the history: its content as a Thought, then its calls."""
-        thought = f"Thought: {content.strip()}" if content.strip() else ""
-        return "\n".join(part for part in (thought, self.render_calls(calls)) if part)
-
     def render_result(self, name: str, content: str) -> str:
         return f"Observation: {content}"
 

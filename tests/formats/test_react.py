@@ -262,7 +262,7 @@ def test_render_calls_round_trip(arguments: list[dict[str, Any]]) -> None:
     rendered = FORMAT.render_calls(records)
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), rendered)
     assert summarize(events)["calls"] == [{"name": r.name, "arguments": json.loads(r.arguments)} for r in records]
-    turn = FORMAT.render_turn("I will look it up.", records)
+    turn = "Thought: I will look it up.\n" + rendered  # a history turn: content as a Thought, then the calls
     summary = summarize(assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), turn))
     assert summary["reasoning"] == "I will look it up." and len(summary["calls"]) == len(records)
 
