@@ -363,11 +363,17 @@ def test_type_lists_and_any_of() -> None:
 def test_recursive_schema_does_not_loop() -> None:
     schema = {"type": "object", "properties": {"node": {"$ref": "#"}, "v": {"type": "integer"}}}
     idx = ToolIndex([tool("t", schema)])
-    nested: dict[str, Any] = {"v": "1"}
-    for _ in range(100):
-        nested = {"node": nested, "v": 1}
-    outcome = finalize_call(idx, "t", json.dumps(nested))
-    assert outcome.ok or outcome.error is not None
+
+    def nested(depth: int, leaf: Any) -> dict[str, Any]:
+        value: dict[str, Any] = {"v": leaf}
+        for _ in range(depth):
+            value = {"node": value, "v": 1}
+        return value
+
+    shallow = finalize_call(idx, "t", json.dumps(nested(3, "1")))  # the $ref is followed: "1" becomes 1
+    assert shallow.ok and json.loads(shallow.arguments or "") == nested(3, 1) and shallow.repairs == ("coerce_types",)
+    deep = finalize_call(idx, "t", json.dumps(nested(100, "1")))  # coercion stops at a depth limit
+    assert deep.error is not None and deep.error.endswith("must be integer") and deep.arguments is None
 
 
 def test_declared_draft_is_used() -> None:
@@ -429,17 +435,21 @@ def test_never_raises_on_json_like_garbage(raw: str) -> None:
     parsed = parse_json_lenient(raw)
     if parsed is not None:
         canonical_json(parsed[0])  # always JSON-representable
-    outcome = finalize_call(ToolIndex(TOOLS), "search_docs", raw)
-    assert outcome.ok != (outcome.error is not None)
-    if outcome.ok:
-        assert isinstance(json.loads(outcome.arguments or ""), dict)
+    assert_one_result(finalize_call(ToolIndex(TOOLS), "search_docs", raw))
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60), st.text(max_size=200))
 def test_never_raises_on_arbitrary_text(name: str, raw: str) -> None:
-    outcome = finalize_call(ToolIndex(TOOLS), name, raw)
-    assert outcome.ok != (outcome.error is not None)
+    assert_one_result(finalize_call(ToolIndex(TOOLS), name, raw))
+
+
+def assert_one_result(outcome: CallOutcome) -> None:
+    """Either canonical JSON object arguments or a non-empty error, never both, never neither."""
+    if outcome.error is None:
+        assert isinstance(json.loads(outcome.arguments or ""), dict)
+    else:
+        assert outcome.error.strip() and outcome.arguments is None
 
 
 @settings(max_examples=100, deadline=None)

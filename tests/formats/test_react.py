@@ -96,7 +96,9 @@ def test_args_fragments_are_the_raw_object_even_with_markers_inside_strings() ->
     fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
     assert fragments == raw
     assert [type(e) for e in events][:2] == [ToolCallStart, ToolCallArgs]
-    assert isinstance(events[2], ToolCallEnd | Malformed)  # raw newlines in strings need the repairer
+    arguments = json.dumps({"path": "notes.md", "content": "line one\nAction: get_weather\nObservation: }\n"},
+                           separators=(",", ":"))
+    assert events[2] == ToolCallEnd(0, "write_file", arguments, ("control_chars",))  # raw newlines: repaired
     assert events[-1] == Text("I am done.")
 
 
