@@ -1,9 +1,11 @@
 """Conformance suite run over every registered format (proxy.formats.FORMATS).
 
-What any format must do, whatever its syntax: prompt contents, stop sequences, a render/parse
-round trip, plain text untouched, think blocks, fenced markers, stop-sequence and ``length``
-cut-offs, the max_calls cut, deterministic chunking, and no markup leaking into Text on garbage
-or mutated input. Markup is checked per format with the detectors in ``LEAKS``.
+What any format must do, whatever its syntax: prompt contents, stop sequences and the ones between
+calls, a render/parse round trip, plain text untouched, think blocks, fenced markers, stop-sequence,
+``length`` and ``content_filter`` cut-offs, the max_calls cut, deterministic chunking, and no markup
+leaking into Text on garbage or mutated input (detectors in ``LEAKS``). Each format's golden cases
+(``golden/<format>/*.json``; a format without them fails) run whole, one character at a time and in
+seeded random splits, and show no markup (``GOLDEN_LEAKS``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from toolshim.formats.base import Event, FinishReason, Malformed
+from toolshim.formats.base import Event, FinishReason, Malformed, Reasoning
 
-from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
+from tests.formats.harness import (
+    arbitrary_splits,
+    assert_same_in_all_chunkings,
+    check_event_order,
+    check_golden,
+    feed_chunks,
+    load_golden,
+    merge,
+    summarize,
+)
 from tests.formats.tools import TOOLS
 
 FORMAT_NAMES = sorted(FORMATS)
@@ -101,7 +112,7 @@ def fmt(request: pytest.FixtureRequest) -> ToolFormat:
 
 
 def test_every_format_has_leak_detectors() -> None:
-    assert set(FORMATS) == set(LEAKS) == set(MARKERS)
+    assert set(FORMATS) == set(LEAKS) == set(MARKERS) == set(GOLDEN_LEAKS)
 
 
 # ---- rendering ---------------------------------------------------------------------------------
@@ -294,3 +305,71 @@ def test_mutated_calls_never_leak_markup(name: str, data: st.DataObject) -> None
     text = mutate(base, data.draw(st.lists(MUTATION, min_size=1, max_size=4)), MARKERS[name] + COMMON_MARKERS)
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=20))
     check_robust(fmt, text, cuts, data.draw(st.integers(1, 2)), data.draw(st.sampled_from(["stop", "length"])))
+
+
+# ---- golden cases: tests/formats/golden/<format>/*.json, every registered format ------------------------
+
+GOLDEN = {name: load_golden(name) for name in FORMAT_NAMES}
+GOLDEN_CASES = [(name, case) for name in FORMAT_NAMES for case in GOLDEN[name]]
+# Cases every format's golden set has, each format's own required cases, and its minimum size.
+GOLDEN_CORE = {"text_only", "tool_only", "text_then_tool", "two_tools_cut", "unicode", "unknown_tool", "near_miss_name",
+               "repairable_json", "length_mid_block"}
+GOLDEN_REQUIRED: dict[str, set[str]] = {
+    "caret": {"two_tools_max2", "multiline_diff", "code_quotes_backslashes", "arrays", "nested_objects", "unrepairable",
+              "stop_cut_header", "stop_cut_body", "think", "marker_in_fence"},
+}
+GOLDEN_MINIMUM = {"hermes": 40, "xml": 30}
+SPLIT_SEEDS = range(60)
+
+
+def caret_markup_lines(text: str) -> list[str]:
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    return [line for line in lines if line in ("^^^", "---") or line.startswith("^^^get")]
+
+
+# What no golden output may show, and in which events (unless the case says "shows_markup").
+GOLDEN_LEAKS: dict[str, tuple[LeakFinder, tuple[type[Text] | type[Reasoning], ...]]] = {
+    "hermes": (substrings("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '"arguments"'),
+               (Text,)),
+    "xml": (substrings("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result"), (Text,)),
+    "caret": (caret_markup_lines, (Text,)),
+    "react": (substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>",
+                         "</think>"), (Text, Reasoning)),
+}
+
+
+def test_golden_set_is_complete(fmt: ToolFormat) -> None:
+    """A format without golden files (or with too few) fails here."""
+    cases = GOLDEN[fmt.name]
+    assert len(cases) >= GOLDEN_MINIMUM.get(fmt.name, 20), f"golden/{fmt.name}/ has {len(cases)} cases"
+    assert GOLDEN_CORE | GOLDEN_REQUIRED.get(fmt.name, set()) <= cases.keys()
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden(name: str, case: str) -> None:
+    """Whole, one character at a time and in seeded random splits: the events the case expects."""
+    check_golden(get_format(name), GOLDEN[name][case])
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden_arbitrary_splits_match_whole(name: str, case: str) -> None:
+    """Cut at up to 25 points anywhere (60 seeded cut sets): the same events as the whole output."""
+    fmt, spec = get_format(name), GOLDEN[name][case]
+    text, max_calls, finish = spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop")
+    whole = merge(feed_chunks(factory(fmt, max_calls), [text], finish))
+    for seed in SPLIT_SEEDS:
+        pieces = arbitrary_splits(text, seed)
+        events = feed_chunks(factory(fmt, max_calls), pieces, finish)
+        check_event_order(events)
+        assert merge(events) == whole, pieces
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden_never_shows_markup(name: str, case: str) -> None:
+    spec = GOLDEN[name][case]
+    if spec.get("shows_markup"):
+        pytest.skip("the case's visible text contains markup on purpose")
+    find, kinds = GOLDEN_LEAKS[name]
+    events = parse_whole(get_format(name), spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop"))
+    visible = "".join(e.text for e in events if isinstance(e, kinds))
+    assert not find(visible), visible

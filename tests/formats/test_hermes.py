@@ -1,5 +1,6 @@
-"""Tests for the hermes format: golden cases in every chunking, split properties, streaming events,
-bare-object detection limits, speed, and rendering round trips."""
+"""Tests for the hermes format's own behaviour: argument fragments, marker soup, streaming events,
+bare-object detection and its limits, speed, and rendering round trips. Golden cases and splits for
+every format: test_conformance."""
 
 from __future__ import annotations
 
@@ -27,9 +28,7 @@ from toolshim.formats.hermes import HermesFormat
 
 from tests.formats import harness
 from tests.formats.harness import (
-    assert_no_leak,
     assert_same_in_all_chunkings,
-    check_golden,
     feed_chunks,
     load_golden,
     merge,
@@ -41,32 +40,13 @@ from tests.formats.tools import TOOLS
 FORMAT = HermesFormat()
 CASES = load_golden("hermes")
 MARKERS = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>")
-# cases whose visible text legitimately contains a marker or JSON (mentions, prose JSON, prefixes)
-TEXT_CASES = {"marker_in_code_fence", "marker_in_inline_code", "python_fence_with_call_json", "json_not_a_call",
-              "json_fence_not_a_call", "json_other_keys", "call_mid_line_stays_text", "bare_truncated_length"}
 PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 
 parse = partial(harness.parse, FORMAT)
 
 
-# ---- golden cases ------------------------------------------------------------------------
-
-
-def test_golden_set_is_complete() -> None:
-    assert len(CASES) >= 40
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FORMAT, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES) - TEXT_CASES))
-def test_golden_never_leaks_markup(name: str) -> None:
-    case = CASES[name]
-    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert_no_leak(events, (*MARKERS, '"arguments"'), kinds=(Text,))
+# ---- golden cases: hermes quirks (every format: test_conformance) ------------------------
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -80,24 +60,6 @@ def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
         if raw:  # the fragments are the model's text; parsed they give the call's arguments
             assert raw in case["output"]
             assert end.repairs or json.loads(end.arguments) == json.loads(raw)
-
-
-@pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
-                                  "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
-                                  "repairable_json", "bare_json_fence", "json_not_a_call", "bare_then_stray_close",
-                                  "imitated_result", "junk_after_object", "crlf", "two_objects_one_block",
-                                  "bare_comma_list", "bare_comma_list_cut", "bare_comma_list_fence",
-                                  "bare_comma_then_prose_json", "bare_plain_string_args", "bare_plain_string_unusable"])
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, max_calls = case["output"], case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
-    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
-    assert merge(split) == merge(whole)
 
 
 _SOUP = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '{"name": ', '"get_weather"',

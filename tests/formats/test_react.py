@@ -1,4 +1,5 @@
-"""Tests for the react format: golden cases in every chunking, split properties, rendering round trips."""
+"""Tests for the react format's own behaviour: marker soup, argument streaming, the cut, edge cases, the answer
+fallback, speed and rendering round trips. Golden cases and splits for every format: test_conformance."""
 
 from __future__ import annotations
 
@@ -26,53 +27,13 @@ from toolshim.formats.react import ReactFormat
 
 from tests.formats import harness
 from tests.formats.harness import (
-    assert_no_leak,
     assert_same_in_all_chunkings,
-    check_golden,
-    feed_chunks,
-    load_golden,
-    merge,
     summarize,
 )
 from tests.formats.tools import TOOLS
 
 FORMAT = ReactFormat()
-CASES = load_golden("react")
-MARKERS = ("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>")
 parse = partial(harness.parse, FORMAT)
-
-
-def test_golden_set_is_complete() -> None:
-    assert len(CASES) >= 20
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FORMAT, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden_never_leaks_markers(name: str) -> None:
-    case = CASES[name]
-    if name == "marker_in_code_fence":
-        return  # markers inside a fence are text by design
-    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert_no_leak(events, MARKERS, (Text, Reasoning))
-
-
-@pytest.mark.parametrize("name", ["write_file_diff", "two_tools_parallel", "text_after_call", "think_block",
-                                  "marker_in_code_fence", "unrepairable_block", "repairable_json",
-                                  "thought_then_observation_answer"])
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, max_calls = case["output"], case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
-    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
-    assert merge(split) == merge(whole)
 
 
 @settings(max_examples=200, deadline=None)
