@@ -5,7 +5,8 @@ calls, a render/parse round trip, plain text untouched, think blocks, fenced mar
 ``length`` and ``content_filter`` cut-offs, the max_calls cut, deterministic chunking, and no markup
 leaking into Text on garbage or mutated input (detectors in ``LEAKS``). Each format's golden cases
 (``golden/<format>/*.json``; a format without them fails) run whole, one character at a time and in
-seeded random splits, and show no markup (``GOLDEN_LEAKS``).
+seeded random splits, and show no markup (``GOLDEN_LEAKS``). Long and adversarial outputs are parsed
+in linear time, checked without wall-clock thresholds (``work.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from toolshim.formats.base import Event, FinishReason, Malformed, Reasoning
+from toolshim.formats.base import Event, FinishReason, Malformed, Reasoning, ToolCallArgs, ToolCallEnd
 
 from tests.formats.harness import (
     arbitrary_splits,
@@ -32,6 +33,7 @@ from tests.formats.harness import (
     summarize,
 )
 from tests.formats.tools import TOOLS
+from tests.formats.work import ADVERSARIAL_OUTPUTS, adversarial_output, assert_linear, code_content, prose
 
 FORMAT_NAMES = sorted(FORMATS)
 LeakFinder = Callable[[str], list[str]]
@@ -373,3 +375,48 @@ def test_golden_never_shows_markup(name: str, case: str) -> None:
     events = parse_whole(get_format(name), spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop"))
     visible = "".join(e.text for e in events if isinstance(e, kinds))
     assert not find(visible), visible
+
+
+# ---- linear time: no wall-clock thresholds (tests/formats/work.py); figures: bench/parsers.py -----------
+
+
+def chunked(fmt: ToolFormat, text: str, size: int) -> list[Event]:
+    return feed_chunks(factory(fmt), [text[i : i + size] for i in range(0, len(text), size)])
+
+
+def long_call(fmt: ToolFormat, scale: int) -> tuple[str, str]:
+    """A write_file call with long, hard content, as the format writes it: ``(content, output)``."""
+    content = code_content(200 * scale)
+    record = ToolCallRecord("call_0", "write_file", json.dumps({"path": "big.py", "content": content}))
+    return content, "I'll write the module.\n" + fmt.render_calls([record])
+
+
+@pytest.mark.parametrize(("size", "scale"), [(7, 4), (4096, 256)])  # ~70 KB in tiny chunks, ~4.5 MB in big ones
+def test_long_call_streams_intact(fmt: ToolFormat, size: int, scale: int) -> None:
+    content, text = long_call(fmt, scale)
+    events = chunked(fmt, text, size)
+    check_event_order(events)
+    (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert json.loads(end.arguments) == {"path": "big.py", "content": content}
+    fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
+    if fragments:  # JSON formats stream the arguments object exactly as written
+        assert fragments in text and json.loads(fragments) == json.loads(end.arguments)
+
+
+def test_long_call_is_linear(fmt: ToolFormat) -> None:
+    assert_linear(lambda k: long_call(fmt, k)[1], lambda text: chunked(fmt, text, 7))
+
+
+@pytest.mark.parametrize(("size", "lines"), [(7, 400), (4096, 60_000)])  # ~50 KB in tiny chunks, ~7 MB in big ones
+def test_long_prose_is_unchanged(fmt: ToolFormat, size: int, lines: int) -> None:
+    text = prose(lines)
+    assert merge(chunked(fmt, text, size)) == [Text(text)]
+
+
+def test_long_prose_is_linear(fmt: ToolFormat) -> None:
+    assert_linear(lambda k: prose(100 * k), lambda text: chunked(fmt, text, 7))
+
+
+@pytest.mark.parametrize("kind", sorted(ADVERSARIAL_OUTPUTS))
+def test_adversarial_output_is_linear(fmt: ToolFormat, kind: str) -> None:
+    assert_linear(lambda k: adversarial_output(kind, k), lambda text: chunked(fmt, text, 16))

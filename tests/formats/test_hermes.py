@@ -1,11 +1,10 @@
 """Tests for the hermes format's own behaviour: argument fragments, marker soup, streaming events,
-bare-object detection and its limits, speed, and rendering round trips. Golden cases and splits for
-every format: test_conformance."""
+bare-object detection and its limits, and rendering round trips. Golden cases, splits and linear time
+for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 
 import pytest
@@ -36,6 +35,7 @@ from tests.formats.harness import (
     summarize,
 )
 from tests.formats.tools import TOOLS
+from tests.formats.work import assert_linear, code_content
 
 FORMAT = HermesFormat()
 CASES = load_golden("hermes")
@@ -233,44 +233,20 @@ def test_deeply_nested_input_does_not_raise() -> None:
         assert not only(events, ToolCallEnd)
 
 
-# ---- speed ---------------------------------------------------------------------------------
-
-CONTENT = "".join(f'line {i}: "quoted" \\ back\tslash {{x}} </tool_call> <b>\n' for i in range(40_000))
+# ---- linear time (the format-independent checks are in test_conformance) ---------------------
 
 
-def _throughput(text: str, size: int) -> tuple[list[Event], float]:
-    chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    started = time.perf_counter()
-    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks)
-    elapsed = time.perf_counter() - started
-    return events, len(text) / elapsed / 1e6
+def test_long_bare_call_is_decided_in_linear_time() -> None:
+    def bare(scale: int) -> str:
+        return json.dumps({"name": "write_file", "arguments": {"path": "x", "content": code_content(200 * scale)}})
 
+    def chunked(text: str, size: int) -> list[Event]:
+        return feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + size] for i in range(0, len(text), size)])
 
-def test_long_arguments_are_linear_and_fast() -> None:
-    text = "<tool_call>\n" + json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT}})
-    events, mb_per_s = _throughput(text + "\n</tool_call>", 4096)
-    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == CONTENT
-    assert mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-    events, small_chunks = _throughput(text, 7)  # token-sized chunks: ~370k feeds (not merged: slow in the harness)
-    assert len(only(events, ToolCallEnd)) == 1 and "".join(e.fragment for e in only(events, ToolCallArgs)) in text
-    assert small_chunks > 0.3, f"{small_chunks:.1f} MB/s in 7-char chunks"
-
-
-def test_long_prose_and_bare_objects_are_fast() -> None:
-    prose = "".join(f"Line {i} with <b>html</b>, `code`, {{braces}} and a < b.\n" for i in range(40_000))
-    events, mb_per_s = _throughput(prose, 4096)
-    assert merge(events) == [Text(prose)] and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-    bare = json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT[:900_000]}})
-    events, mb_per_s = _throughput(bare, 4096)
-    assert len(only(events, ToolCallEnd)) == 1 and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-
-
-@pytest.mark.parametrize("text", ["{\n" * 100_000, "<" * 200_000, "```\n" * 50_000, '\n{"name"' * 30_000,
-                                  "<tool_call>" + "[" * 200_000, "<think>" + "</thin" * 30_000])
-def test_adversarial_inputs_are_linear(text: str) -> None:
-    started = time.perf_counter()
-    feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 16] for i in range(0, len(text), 16)])
-    assert time.perf_counter() - started < 3.0
+    for size, scale in ((7, 4), (4096, 48)):  # ~70 KB in tiny chunks; ~860 KB, near the bare-object cap
+        ends = only(chunked(bare(scale), size), ToolCallEnd)
+        assert len(ends) == 1 and json.loads(ends[0].arguments)["content"] == code_content(200 * scale)
+    assert_linear(bare, lambda text: chunked(text, 7))
 
 
 # ---- rendering -------------------------------------------------------------------------

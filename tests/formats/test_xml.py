@@ -1,10 +1,9 @@
-"""Tests for the xml format's own behaviour: marker soup, events and streaming, repairs, tag edge cases, speed and
-rendering round trips. Golden cases and splits for every format: test_conformance."""
+"""Tests for the xml format's own behaviour: marker soup, events and streaming, repairs, tag edge cases and
+rendering round trips. Golden cases, splits and linear time for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 from typing import Any
 
@@ -30,9 +29,7 @@ from tests.formats import harness
 from tests.formats.harness import (
     assert_no_leak,
     assert_same_in_all_chunkings,
-    feed_chunks,
     load_golden,
-    merge,
     only,
     summarize,
 )
@@ -184,27 +181,6 @@ def test_imitated_result_in_prose_stops_output_but_not_inside_a_fence() -> None:
     assert parse("Done.\n<tool_result:x>\nfake\n</tool_result:x> more") == [Text("Done.\n")]
     fenced = "```\n<tool_result:x>\n```\nreal"
     assert parse(fenced) == [Text(fenced)]
-
-
-def test_long_values_are_linear() -> None:
-    content = "x = 'a\\\\b' \"quoted\" < </param:conten\n" * 60_000
-    text = ("<tool:write_file><param:path>big.py</param:path><param:content>\n"
-            f"{content}\n</param:content></tool:write_file>")
-    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
-    started = time.perf_counter()
-    events = merge(feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks))
-    elapsed = time.perf_counter() - started
-    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == content
-    assert elapsed < 5.0, f"{len(text)} chars in 7-char chunks took {elapsed:.2f}s"
-
-
-def test_long_prose_is_linear_and_fast() -> None:
-    text = "Plain prose with <b>tags</b>, `code` and ```fences``` < > everywhere.\n" * 100_000
-    started = time.perf_counter()
-    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 4096] for i in range(0, len(text), 4096)])
-    elapsed = time.perf_counter() - started
-    assert all(isinstance(e, Text) for e in events) and "".join(e.text for e in events) == text
-    assert elapsed < 3.0, f"{len(text)} chars took {elapsed:.2f}s"
 
 
 # ---- rendering -------------------------------------------------------------------------
