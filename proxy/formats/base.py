@@ -24,7 +24,7 @@ Event contract (what the pipeline relies on):
   ``"length"`` or ``"content_filter"`` (the upstream cut it off), and completed by the format's own
   rule after ``"stop"`` (a stop sequence may have eaten its closing marker).
 
-Every parser has the same shape: a small ``Enum`` of states with the transitions and a literal wire
+Every parser has the same shape: a small ``IntEnum`` of states with the transitions and a literal wire
 example at the top of its module, one ``_step_<state>`` method per state (a ``_steps`` table; a step
 returns True while it makes progress, False when it needs more input), a ``_run`` loop, an
 ``EventBuffer`` for its output and a ``CallSlots`` (``_calls``) for call indexes, the cut, finishing

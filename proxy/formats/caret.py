@@ -48,7 +48,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum, auto
+from enum import Enum, IntEnum, auto
 from typing import Any
 
 from ._args import parse_json_lenient
@@ -81,7 +81,7 @@ _KEY = re.compile(r"[A-Za-z_][\w.\-]*")
 _LONG_CONTENT = 80  # `content` strings longer than this are rendered in the body
 
 
-class _State(Enum):
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     PROSE = auto()
     THINK = auto()
     HEADER = auto()

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from enum import Enum, auto
+from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
 from ._hermes_calls import CallAssembler
@@ -89,7 +89,7 @@ _WS = re.compile(r"[ \t\r\n]*")
 _SEP = re.compile(r"[ \t\r\n,]*")
 
 
-class _State(Enum):
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     TEXT = auto()
     THINK = auto()
     FENCE = auto()

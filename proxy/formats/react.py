@@ -53,7 +53,7 @@ the end-of-output rule for an open block (``length`` / ``content_filter``: Malfo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import Enum, auto
+from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
 from ._react_lines import (
@@ -91,7 +91,7 @@ from .base import (
 )
 
 
-class _State(Enum):
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     PROSE = auto()
     THINK = auto()
     ACTION_NAME = auto()

@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum, auto
+from enum import Enum, IntEnum, auto
 
 from ._calls import CallSlots
 from ._prompt import choice_instruction, describe_tools
@@ -74,7 +74,7 @@ _NAME_RE = re.compile(rf"[^<>\r\n]{{0,{_MAX_NAME + 1}}}")
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
 
-class _State(Enum):
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     PROSE = auto()
     THINK = auto()
     TOOL_TAG = auto()
