@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+# jsonschema ships no type information; `unused-ignore` keeps this quiet where types-jsonschema is installed
+from jsonschema import Draft202012Validator, ValidationError  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped, unused-ignore]
 
 from ._jsonrepair import parse_json_lenient
 from .base import ToolSpec
@@ -123,7 +124,8 @@ class ToolIndex:
         """Try the name as written, without wrapping quotes, then without a known prefix."""
         if not isinstance(name, str):
             return [], ()
-        current, repairs = name.strip(), ()
+        current = name.strip()
+        repairs: tuple[str, ...] = ()
         unwrapped = current.strip(_NAME_WRAPPERS).strip()
         if unwrapped != current:
             current, repairs = unwrapped, ("name_quotes",)
