@@ -68,7 +68,7 @@ def _run_worker(settings: Settings, reuse_port: bool) -> None:
     except ImportError:
         asyncio.run(_serve_async(settings, reuse_port))
         return
-    log.debug("event loop: uvloop %s", uvloop.__version__)
+    log.debug("event loop: uvloop")
     uvloop.run(_serve_async(settings, reuse_port))
 
 

@@ -91,6 +91,10 @@ class ChatTurn:
         """Does serving this need tool support: tools offered, or calls / results in the history?"""
         return bool(self.tool_defs) or any(_is_tool_message(m) for m in self.messages)
 
+    @property
+    def has_tool_results(self) -> bool:
+        return any(m.get("role") in _RESULT_ROLES for m in self.messages)
+
     def named_tool(self) -> str | None:
         """The tool a named ``tool_choice`` forces, checked against the tools offered."""
         choice = self.choice
