@@ -1,94 +1,76 @@
 """What the proxy adds: the same load sent straight to a fast mock upstream and through toolshim.
 
-Three processes, so nobody shares an event loop: the mock upstream (this file with
-``--mock-upstream``), the proxy (``toolshim serve``, native mode, one worker by default) and the
-load generator (this process, aiohttp clients). Phases, each run direct and then proxied:
+Three processes, so nobody shares an event loop: the mock upstream (``bench/mock_upstream.py``),
+the proxy (``toolshim serve``, one worker by default) and the load generator (this process,
+aiohttp clients). Phases, each run direct and then proxied:
 
-* one client in sequence: the overhead with no queueing at all;
+* non-streaming, one client in sequence (native rule): the overhead with no queueing at all;
 * non-streaming, closed loop: ``--clients`` clients send back to back; gives throughput, and
   latency at saturation (mostly queueing, so compare the ratio rather than the milliseconds);
 * non-streaming, paced: the same clients, each sending on a fixed schedule (``--rate`` in total,
   well under capacity); this is the added latency a user sees, checked against the targets;
-* streaming: the upstream stamps every chunk with its send time (``sent``, a CLOCK_MONOTONIC
-  reading shared by all processes); the client subtracts it from the arrival time.
+* streaming, native: the upstream stamps every chunk with its send time (``sent``, a
+  CLOCK_MONOTONIC reading shared by all processes); the client subtracts it from the arrival time;
+* streaming, emulated (a ``hermes`` rule, ``tools`` in the request), one stream at a time: the
+  upstream writes plain-text chunks and then a ``<tool_call>`` block, ``--emu-gap`` s apart, with
+  send stamps in the text (the proxy rebuilds every chunk, so the stamps ride in the content and
+  the call's argument). Per text chunk: arrival minus stamp; for the call: arrival of the call
+  minus the stamp of the upstream chunk that closed it. Then the same with no gap ("burst"):
+  the whole stream's added time divided by its chunks (several chunks then share one read and
+  one wake-up, so this is the least the proxy adds per chunk; the fixed costs of a request are
+  in it too).
 
-Each row also gives the server's CPU time per request and the time it sat runnable waiting
-for a CPU (``/proc/PID/schedstat``): on a shared machine latencies include that wait, while
-CPU per request does not, so it is the figure to compare between runs.
+Each row also gives the server's CPU time per request (per stream for streams) and the time it
+sat runnable waiting for a CPU (``/proc/PID/schedstat``): on a shared machine latencies include
+that wait, while CPU time does not, so it is the figure to compare between runs.
 
-Usage: ``python bench/overhead.py [--requests 3000] [--clients 50] [--profile out.prof]``.
-Bounded: about 30-50 s on a 2-core machine.
+``--compare`` instead starts one proxy per variant (event loop and environment; by default
+asyncio and uvloop), measures direct and every variant in each of ``--rounds`` rounds (order
+rotated) and prints the medians over rounds: variants compared within one run, on one machine.
+
+Usage: ``python bench/overhead.py [--requests 3000] [--clients 50] [--loop uvloop] [--profile out.prof]``
+or ``python bench/overhead.py --compare [--rounds 5] [--variant LABEL:LOOP[:NAME=VALUE...]]``.
+Bounded: about 30 s (``--compare``: about a minute) on a 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
+from loadgen import (
+    CALL_PIECES,
+    EMU_BURST,
+    EMU_PACED,
+    EmuResult,
+    Result,
+    agent_body,
+    closed_loop,
+    emulated,
+    measured,
+    paced,
+    pct,
+    process_tree,
+    streams,
+)
 
 HERE = Path(__file__).resolve()
-TOOLSHIM = Path(sys.executable).with_name("toolshim")
-BODY = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Say hello."}],
-                   "max_tokens": 16}).encode()
-STREAM_BODY = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Count."}],
-                          "stream": True}).encode()
-HEADERS = {"Content-Type": "application/json"}
-
-
-# --- the mock upstream (its own process) -------------------------------------------------------
-
-COMPLETION = json.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "bench-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
-                 "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18}}).encode()
-
-
-def _chunk(i: int, last: bool) -> bytes:
-    delta = {} if last else {"content": f"tok{i} "}
-    payload = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": "bench-model",
-               "sent": time.monotonic(), "choices": [{"index": 0, "delta": delta,
-                                                      "finish_reason": "stop" if last else None}]}
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
-
-
-def run_mock(port: int, chunks: int, interval: float) -> None:
-    """A fast OpenAI-compatible server: a fixed completion, or ``chunks`` chunks ``interval`` s apart."""
-
-    async def chat(request: web.Request) -> web.StreamResponse:
-        body = json.loads(await request.read())
-        if not body.get("stream"):
-            return web.Response(body=COMPLETION, content_type="application/json")
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for i in range(chunks):
-            await resp.write(_chunk(i, i == chunks - 1))
-            await asyncio.sleep(interval)
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/healthz", healthz)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, backlog=1024)
-
+MOCK = HERE.with_name("mock_upstream.py")
 
 # --- processes -----------------------------------------------------------------------------------
 
@@ -125,174 +107,229 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
             proc.wait()
 
 
-# The proxy under cProfile with a CPU-time clock: on a busy machine wall time mostly measures waiting.
-PROFILED = """import cProfile, sys, time
+# Starts the proxy with a chosen event loop, optionally under cProfile with a CPU-time clock (on a
+# busy machine wall time mostly measures waiting). argv: loop, profile file or "-", toolshim's args.
+LAUNCH = """import sys
+loop, profile, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+if loop == "asyncio":
+    sys.modules["uvloop"] = None  # an import of uvloop fails: toolshim falls back to asyncio.run
+elif loop == "uvloop":
+    import asyncio, uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # uvloop even where toolshim would not pick it
 from toolshim.cli import main
+if profile == "-":
+    sys.exit(main(args))
+import cProfile, time
 profiler = cProfile.Profile(time.process_time)
 try:
-    profiler.runcall(main, sys.argv[2:])
+    profiler.runcall(main, args)
 finally:
-    profiler.dump_stats(sys.argv[1])
+    profiler.dump_stats(profile)
 """
 
 
-def start_proxy(upstream: str, port: int, workers: int, profile: str | None, tmp: Path) -> subprocess.Popen[bytes]:
+@dataclass
+class Variant:
+    """One proxy configuration: ``loop`` is default (toolshim's choice), asyncio or uvloop."""
+
+    label: str
+    loop: str = "default"
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str) -> Variant:
+        """``LABEL:LOOP[:NAME=VALUE...]``, e.g. ``fast-json:asyncio:TOOLSHIM_X=1``."""
+        label, _, rest = spec.partition(":")
+        loop, *pairs = rest.split(":") if rest else ["default"]
+        if loop not in ("default", "asyncio", "uvloop") or not all("=" in p for p in pairs):
+            raise argparse.ArgumentTypeError(f"bad variant {spec!r}: want LABEL:default|asyncio|uvloop[:NAME=VALUE...]")
+        return cls(label, loop, dict(p.split("=", 1) for p in pairs))
+
+
+def write_rules(upstream: str, tmp: Path) -> Path:
     rules = tmp / "rules.json5"
     rules.write_text(json.dumps({"upstreams": {"mock": {"base_url": upstream + "/v1"}},
-                                 "models": [{"match": "*", "upstream": "mock", "tool_mode": "native"}]}))
+                                 "models": [{"match": "emu-*", "upstream": "mock", "tool_mode": "hermes"},
+                                            {"match": "*", "upstream": "mock", "tool_mode": "native"}]}))
+    return rules
+
+
+def start_proxy(rules: Path, port: int, workers: int, variant: Variant,
+                profile: str | None = None) -> subprocess.Popen[bytes]:
     args = ["serve", "--rules", str(rules), "--port", str(port), "--workers", str(workers)]
-    cmd = [sys.executable, "-c", PROFILED, profile, *args] if profile else [str(TOOLSHIM), *args]
-    env = {**os.environ, "TOOLSHIM_READY_DELAY": "0", "TOOLSHIM_DRAIN_SECONDS": "2"}
+    cmd = [sys.executable, "-c", LAUNCH, variant.loop, profile or "-", *args]
+    env = {**os.environ, "TOOLSHIM_READY_DELAY": "0", "TOOLSHIM_DRAIN_SECONDS": "2", **variant.env}
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=HERE.parent.parent)
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """CPU time a process used, and time it spent runnable but waiting for a CPU (Linux schedstat).
-
-    Both are robust to other load on the machine; the second shows how much of a latency is
-    queueing for a CPU that other processes hold.
-    """
-    run_ns, wait_ns, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
-    return int(run_ns) / 1e9, int(wait_ns) / 1e9
+def start_mock(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, str(MOCK), "--port", str(port), "--chunks", str(args.chunks),
+                             "--chunk-interval", str(args.chunk_interval), "--emu-text", str(args.emu_text),
+                             "--emu-gap", str(args.emu_gap)])
 
 
-# --- load --------------------------------------------------------------------------------------
+def event_loop_of(pid: int) -> str:
+    """Which loop the proxy's workers run, from the extension modules they mapped."""
+    loops = set()
+    for p in process_tree(pid)[-1:]:  # with several workers, the last one started
+        try:
+            loops.add("uvloop" if "uvloop/loop." in Path(f"/proc/{p}/maps").read_text() else "asyncio")
+        except OSError:
+            pass
+    return "/".join(sorted(loops)) or "?"
 
 
-@dataclass
-class Result:
-    latencies: list[float]  # seconds (per request, or per chunk for streams)
-    elapsed: float
-    requests: int
-    cpu: float = 0.0  # CPU seconds the measured server (upstream or proxy) spent on the phase
-    cpu_wait: float = 0.0  # seconds that server was runnable but waited for a CPU
+# --- one proxy: every phase with a full table ------------------------------------------------------
 
-    def pct(self, q: float) -> float:
-        data = sorted(self.latencies)
-        return data[min(len(data) - 1, int(q * len(data)))] * 1000
-
-    @property
-    def rate(self) -> float:
-        return self.requests / self.elapsed
+QS = (0.5, 0.9, 0.99)
 
 
-async def _post(session: aiohttp.ClientSession, url: str) -> float:
-    started = time.perf_counter()
-    async with session.post(url, data=BODY, headers=HEADERS) as resp:
-        await resp.read()
-        if resp.status != 200:
-            raise SystemExit(f"{url}: HTTP {resp.status}")
-    return time.perf_counter() - started
-
-
-async def closed_loop(url: str, requests: int, clients: int) -> Result:
-    """``clients`` clients, each sending its next request as soon as the last one is answered."""
-    latencies: list[float] = []
-    remaining = requests
-
-    async def client(session: aiohttp.ClientSession) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            latencies.append(await _post(session, url))
-
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
-        started = time.perf_counter()
-        await asyncio.gather(*(client(session) for _ in range(clients)))
-        return Result(latencies, time.perf_counter() - started, requests)
-
-
-async def paced(url: str, requests: int, clients: int, rate: float) -> Result:
-    """``clients`` clients sharing ``rate`` requests/s on fixed, staggered schedules."""
-    latencies: list[float] = []
-    period = clients / rate
-    per_client = requests // clients
-
-    async def client(session: aiohttp.ClientSession, offset: float, t0: float) -> None:
-        for k in range(per_client):
-            await asyncio.sleep(max(0.0, t0 + offset + k * period - time.perf_counter()))
-            latencies.append(await _post(session, url))
-
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
-        t0 = time.perf_counter()
-        await asyncio.gather(*(client(session, i * period / clients, t0) for i in range(clients)))
-        return Result(latencies, time.perf_counter() - t0, per_client * clients)
-
-
-async def streams(url: str, count: int, concurrency: int) -> Result:
-    """Per-chunk delay: arrival time minus the upstream's ``sent`` stamp."""
-    delays: list[float] = []
-    queue = list(range(count))
-
-    async def one(session: aiohttp.ClientSession) -> None:
-        async with session.post(url, data=STREAM_BODY, headers=HEADERS) as resp:
-            buffer = b""
-            async for piece in resp.content.iter_any():
-                arrived = time.monotonic()
-                buffer += piece
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    if event.startswith(b"data: {"):
-                        delays.append(arrived - json.loads(event[6:])["sent"])
-
-    async def worker(session: aiohttp.ClientSession) -> None:
-        while queue:
-            queue.pop()
-            await one(session)
-
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
-        return Result(delays, time.perf_counter() - started, count)
-
-
-# --- report ------------------------------------------------------------------------------------
-
-
-def table(title: str, direct: Result, proxied: Result, unit: str = "req/s") -> tuple[float, float]:
-    added50, added99 = proxied.pct(0.5) - direct.pct(0.5), proxied.pct(0.99) - direct.pct(0.99)
+def table(title: str, direct: Result, proxied: Result, unit: str = "req/s", per: str = "req") -> list[float]:
+    """Print a phase; return the added p50, p90, p99 in ms."""
+    added = [proxied.pct(q) - direct.pct(q) for q in QS]
     print(f"\n{title}")
-    print(f"  {'':15}{'p50 ms':>10}{'p99 ms':>10}{unit:>12}{'server CPU/req':>16}{'waited for CPU/req':>20}")
+    print(f"  {'':15}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{unit:>11}{'server CPU/' + per:>20}"
+          f"{'waited for CPU/' + per:>24}")
     for name, r in (("direct", direct), ("through proxy", proxied)):
-        print(f"  {name:15}{r.pct(0.5):10.3f}{r.pct(0.99):10.3f}{r.rate:12.0f}{r.cpu / r.requests * 1000:13.3f} ms"
-              f"{r.cpu_wait / r.requests * 1000:17.3f} ms")
-    print(f"  {'added':15}{added50:10.3f}{added99:10.3f}{proxied.rate / direct.rate:11.2f}x")
-    return added50, added99
+        print(f"  {name:15}{r.pct(0.5):9.3f}{r.pct(0.9):9.3f}{r.pct(0.99):9.3f}{r.rate:11.0f}{r.cpu_ms:17.3f} ms"
+              f"{r.cpu_wait / r.requests * 1000:21.3f} ms")
+    print(f"  {'added':15}{added[0]:9.3f}{added[1]:9.3f}{added[2]:9.3f}{proxied.rate / direct.rate:10.2f}x")
+    return added
 
 
-async def both(phase: Callable[[str], Awaitable[Result]], direct_url: str, proxy_url: str,
-               pids: tuple[int, int]) -> tuple[Result, Result]:
-    """Run ``phase`` direct and then through the proxy, noting each server's CPU time."""
-    results = []
-    for url, pid in zip((direct_url, proxy_url), pids, strict=True):
-        cpu, wait = cpu_seconds(pid)
-        result = await phase(url + "/v1/chat/completions")
-        cpu_after, wait_after = cpu_seconds(pid)
-        result.cpu, result.cpu_wait = cpu_after - cpu, wait_after - wait
-        results.append(result)
-    return results[0], results[1]
+def added_line(label: str, direct: list[float], proxied: list[float]) -> list[float]:
+    """One line: the added p50/p90/p99 of two latency lists, and the direct p50 for scale."""
+    added = [pct(proxied, q) - pct(direct, q) for q in QS]
+    print(f"  {label:52} added p50 {added[0]:7.3f}  p90 {added[1]:7.3f}  p99 {added[2]:7.3f} ms"
+          f"  (direct p50 {pct(direct, 0.5):.3f})")
+    return added
 
 
 async def measure(args: argparse.Namespace, direct_url: str, proxy_url: str, pids: tuple[int, int]) -> None:
     chat = "/v1/chat/completions"
-    for url in (direct_url, proxy_url):  # warm up connections, caches and the proxy's pool
-        await closed_loop(url + chat, 300, args.clients)
-        await streams(url + chat, 10, 5)
-    d, p = await both(lambda url: closed_loop(url, args.requests // 6, 1), direct_url, proxy_url, pids)
-    table(f"non-streaming, one client, {args.requests // 6} requests in sequence: no queueing at all", d, p)
-    d, p = await both(lambda url: closed_loop(url, args.requests, args.clients), direct_url, proxy_url, pids)
-    table(f"non-streaming, closed loop: {args.clients} clients back to back, {args.requests} requests", d, p)
-    d, p = await both(lambda url: paced(url, args.requests, args.clients, args.rate), direct_url, proxy_url, pids)
-    added50, added99 = table(f"non-streaming, paced: {args.clients} clients, {args.rate:.0f} req/s in total", d, p)
-    d, p = await both(lambda url: streams(url, args.streams, args.stream_clients), direct_url, proxy_url, pids)
-    chunk50, _ = table(f"streaming: {args.streams} streams x {args.chunks} chunks, {args.stream_clients} at a time;"
-                       " latency = per-chunk delay", d, p, unit="streams/s")
+    direct, proxied = direct_url + chat, proxy_url + chat
+    await warm_up(args, direct, proxied)
+
+    async def both(phase: Callable[[str], Awaitable[Result]]) -> tuple[Result, Result]:
+        return await measured(lambda: phase(direct), pids[0]), await measured(lambda: phase(proxied), pids[1])
+
+    n1, big = args.requests // 6, agent_body(args.big_kb)
+    d, p = await both(lambda url: closed_loop(url, n1, 1))
+    one = table(f"non-streaming native, one client, {n1} requests in sequence: no queueing at all", d, p)
+    d, p = await both(lambda url: closed_loop(url, n1 // 3, 1, big))
+    table(f"non-streaming native, one client, {n1 // 3} agent requests of {len(big) / 1000:.0f} kB (tools, history)",
+          d, p)
+    d, p = await both(lambda url: closed_loop(url, args.requests, args.clients))
+    table(f"non-streaming native, closed loop: {args.clients} clients back to back, {args.requests} requests", d, p)
+    d, p = await both(lambda url: paced(url, args.requests, args.clients, args.rate))
+    paced_added = table(f"non-streaming native, paced: {args.clients} clients, {args.rate:.0f} req/s in total", d, p)
+    d, p = await both(lambda url: streams(url, args.streams, args.stream_clients))
+    chunk = table(f"streaming native: {args.streams} streams x {args.chunks} chunks, {args.stream_clients} at a "
+                  "time; latency = per-chunk delay", d, p, unit="streams/s", per="stream")
+    n, chunks = args.emu_streams, args.emu_text + CALL_PIECES
+    d, p = await both(lambda url: emulated(url, n, EMU_PACED, args.emu_text))
+    emu = table(f"streaming emulated (hermes, tools in the request): {n} streams one at a time, each {args.emu_text} "
+                f"text chunks + a {CALL_PIECES}-chunk <tool_call> block, {args.emu_gap * 1000:g} ms apart; latency = "
+                "per text chunk", d, p, unit="streams/s", per="stream")
+    assert isinstance(d, EmuResult) and isinstance(p, EmuResult)
+    added_line("tool call (from the chunk closing the call object)", d.call, p.call)
+    added_line("whole stream (request to [DONE])", d.whole, p.whole)
+    cpu_chunk = p.cpu_ms / chunks
+    d, p = await both(lambda url: emulated(url, n, EMU_BURST, args.emu_text))
+    assert isinstance(d, EmuResult) and isinstance(p, EmuResult)
+    print(f"\nstreaming emulated, burst: the same {n} streams with no gap between chunks")
+    whole = added_line("whole stream (request to [DONE])", d.whole, p.whole)
+    print(f"\nsummary (added = through proxy minus direct; {os.cpu_count()} CPUs shared with the mock and the client)")
+    print(f"  non-streaming native, 1 client   added p50 {one[0]:6.3f} ms  p90 {one[1]:6.3f} ms  p99 {one[2]:6.3f} ms")
+    print(f"  emulated stream, per text chunk  added p50 {emu[0]:6.3f} ms  p90 {emu[1]:6.3f} ms  p99 {emu[2]:6.3f} ms"
+          f"  (proxy CPU {cpu_chunk:.3f} ms per chunk, fixed costs of the request included)")
+    print(f"  emulated stream, burst           added whole-stream p50 / {chunks} chunks = {whole[0] / chunks:.3f} ms "
+          "per chunk (fixed costs of the request included)")
     print("\ntargets (issue 2):")
-    for label, value, limit in (("added p50, non-streaming", added50, 1.0),
-                                ("added p99, non-streaming", added99, 5.0),
-                                ("added per-chunk delay p50, streaming", chunk50, 1.0)):
-        print(f"  {label:40}{value:8.3f} ms  < {limit} ms  {'PASS' if value < limit else 'MISS'}")
+    for label, value, limit in (("added p50, non-streaming (paced)", paced_added[0], 1.0),
+                                ("added p99, non-streaming (paced)", paced_added[2], 5.0),
+                                ("added per-chunk delay p50, native stream", chunk[0], 1.0),
+                                ("added per-chunk delay p50, emulated stream", emu[0], 1.0)):
+        print(f"  {label:44}{value:8.3f} ms  < {limit} ms  {'PASS' if value < limit else 'MISS'}")
+
+
+async def warm_up(args: argparse.Namespace, *urls: str) -> None:
+    """Connections, caches and the proxy's pool; checks that the emulated rule really emulates."""
+    for i, url in enumerate(urls):
+        await closed_loop(url, 300, args.clients)
+        await closed_loop(url, 10, 1, agent_body(args.big_kb))
+        await streams(url, 10, 5)
+        await emulated(url, 5, EMU_BURST, args.emu_text, check=i > 0)
+
+
+# --- several proxies: the variants compared round by round ---------------------------------------
+
+# (key, column, is a latency: shown as proxy minus direct of the same round)
+COLUMNS = (("p50", "p50", True), ("p90", "p90", True), ("p99", "p99", True), ("cpu_req", "CPU", False),
+           ("big", "p50", True), ("cpu_big", "CPU", False),
+           ("emu50", "p50", True), ("emu90", "p90", True), ("emu99", "p99", True), ("burst", "burst", True),
+           ("cpu_chunk", "CPU", False))
+GROUPS = ((4, "non-streaming native, 1 client"), (2, "{big} kB agent req."), (5, "emulated stream, per chunk"))
+
+
+async def figures(args: argparse.Namespace, url: str, pid: int) -> dict[str, float]:
+    """One round's figures for one server (latencies not yet minus direct)."""
+    chunks, streams_n = args.emu_text + CALL_PIECES, max(2, args.emu_streams // 4)
+    one = await measured(lambda: closed_loop(url, args.requests // 6, 1), pid)
+    big = await measured(lambda: closed_loop(url, args.requests // 30, 1, agent_body(args.big_kb)), pid)
+    emu = await measured(lambda: emulated(url, streams_n, EMU_PACED, args.emu_text), pid)
+    burst = await emulated(url, streams_n, EMU_BURST, args.emu_text)
+    assert isinstance(emu, EmuResult)
+    return {"p50": one.pct(0.5), "p90": one.pct(0.9), "p99": one.pct(0.99), "cpu_req": one.cpu_ms,
+            "big": big.pct(0.5), "cpu_big": big.cpu_ms, "emu50": emu.pct(0.5), "emu90": emu.pct(0.9),
+            "emu99": emu.pct(0.99), "burst": pct(burst.whole, 0.5) / chunks, "cpu_chunk": emu.cpu_ms / chunks}
+
+
+async def compare(args: argparse.Namespace, direct_url: str, mock_pid: int,
+                  proxies: dict[str, tuple[str, int]]) -> None:
+    chat = "/v1/chat/completions"
+    await warm_up(args, direct_url + chat, *(url + chat for url, _ in proxies.values()))
+    labels = list(proxies)
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
+    for r in range(args.rounds):
+        base = await figures(args, direct_url + chat, mock_pid)
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            url, pid = proxies[label]
+            got = await figures(args, url + chat, pid)
+            runs[label].append({key: got[key] - base[key] if latency else got[key] for key, _, latency in COLUMNS})
+        print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
+    median = {label: {key: statistics.median(run[key] for run in runs[label]) for key, _, _ in COLUMNS}
+              for label in labels}
+    big_kb = len(agent_body(args.big_kb)) / 1000
+    print(f"\nvariants: {args.rounds} rounds of direct then every proxy (order rotated); each figure is the median "
+          "over rounds.\nLatencies: added ms (proxy minus direct in the same round). CPU: the proxy's CPU time, ms per "
+          f"request or per chunk.\n'burst': a whole emulated stream with no gaps, added ms per chunk "
+          f"({args.emu_text + CALL_PIECES} chunks a stream).")
+    print(f"  {'':16}" + "|".join(f"{title.format(big=f'{big_kb:.0f}'):^{9 * n}}" for n, title in GROUPS))
+    cells, start = [], 0
+    for n, _ in GROUPS:
+        cells.append("".join(f"{name:>9}" for _, name, _ in COLUMNS[start:start + n]))
+        start += n
+    print(f"  {'variant':16}" + "|".join(cells))
+    for label in labels:
+        cells, start = [], 0
+        for n, _ in GROUPS:
+            cells.append("".join(f"{median[label][key]:9.3f}" for key, _, _ in COLUMNS[start:start + n]))
+            start += n
+        print(f"  {label:16}" + "|".join(cells))
+    first = labels[0]
+    print(f"  CPU relative to {first}: median (min-max) of ratios over rounds (the robust figure on a busy machine):")
+    for label in labels[1:]:
+        parts = []
+        for key, name in (("cpu_req", "per request"), ("cpu_big", f"per {big_kb:.0f} kB request"),
+                          ("cpu_chunk", "per emulated chunk")):
+            ratios = [a[key] / b[key] for a, b in zip(runs[label], runs[first], strict=True)]
+            parts.append(f"{name} x{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"    {label:16}" + "   ".join(parts))
+
+
+# --- entry point ---------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -304,35 +341,45 @@ def main() -> None:
     parser.add_argument("--stream-clients", type=int, default=20)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk-interval", type=float, default=0.005, help="seconds between upstream chunks")
+    parser.add_argument("--big-kb", type=int, default=64, help="size of the agent-sized requests")
+    parser.add_argument("--emu-streams", type=int, default=40, help="emulated streams per phase")
+    parser.add_argument("--emu-text", type=int, default=30, help="plain-text chunks before the tool call")
+    parser.add_argument("--emu-gap", type=float, default=0.002, help="seconds between emulated chunks (paced)")
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
+    parser.add_argument("--loop", choices=("default", "asyncio", "uvloop"), default="default",
+                        help="the proxy's event loop (default: toolshim's own choice); with --workers 1 only")
     parser.add_argument("--profile", help="run the proxy under cProfile and write the stats here")
-    parser.add_argument("--mock-upstream", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--compare", action="store_true", help="compare proxy variants instead (see --variant)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare")
+    parser.add_argument("--variant", type=Variant.parse, action="append", default=[],
+                        help="LABEL:LOOP[:NAME=VALUE...] (repeatable): a proxy for --compare besides asyncio and "
+                             "uvloop (if installed); NAME=VALUE go into its environment")
     args = parser.parse_args()
-    if args.mock_upstream:
-        run_mock(args.port, args.chunks, args.chunk_interval)
-        return
-    run(args)
-
-
-def run(args: argparse.Namespace) -> None:
-    load_before = os.getloadavg()[0]
-    mock_port, proxy_port = free_port(), free_port()
-    direct, proxied = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{proxy_port}"
-    mock = subprocess.Popen([sys.executable, str(HERE), "--mock-upstream", "--port", str(mock_port),
-                             "--chunks", str(args.chunks), "--chunk-interval", str(args.chunk_interval)])
-    with tempfile.TemporaryDirectory() as tmp:
-        proxy = start_proxy(direct, proxy_port, args.workers, args.profile, Path(tmp))
-        try:
-            started = time.perf_counter()
-            asyncio.run(_healthy_then_measure(args, direct, proxied, mock, proxy))
-            print(f"\n({time.perf_counter() - started:.1f} s; proxy: toolshim serve --workers {args.workers}, "
-                  f"{os.cpu_count()} CPUs)")
-            _warn_if_busy(load_before)
-        finally:
-            stop(proxy)
-            stop(mock)
-    if args.profile:
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    mock_port = free_port()
+    direct = f"http://127.0.0.1:{mock_port}"
+    if "uvloop" in (args.loop, *(v.loop for v in args.variant)) and importlib.util.find_spec("uvloop") is None:
+        raise SystemExit("uvloop is not installed: pip install uvloop")
+    variants = [Variant(args.loop, args.loop)]
+    if args.compare:
+        loops = ["asyncio", "uvloop"] if importlib.util.find_spec("uvloop") else ["asyncio"]
+        variants = [*(Variant(loop, loop) for loop in loops), *args.variant]
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        mock = start_mock(mock_port, args)
+        stack.callback(stop, mock)
+        rules = write_rules(direct, Path(tmp))
+        proxies: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
+        for variant in variants:
+            port = free_port()
+            proc = start_proxy(rules, port, args.workers, variant, None if args.compare else args.profile)
+            stack.callback(stop, proc)
+            proxies[variant.label] = (f"http://127.0.0.1:{port}", proc)
+        asyncio.run(_healthy_then_measure(args, direct, mock, proxies))
+        running = ", ".join(f"{label}: {event_loop_of(proc.pid)}" for label, (_, proc) in proxies.items())
+        print(f"\n({time.perf_counter() - started:.1f} s; proxy: toolshim serve --workers {args.workers}, "
+              f"event loop {running}; {os.cpu_count()} CPUs)")
+        _warn_if_busy(load_before)
+    if args.profile and not args.compare:
         import pstats
 
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(25)
@@ -348,11 +395,16 @@ def _warn_if_busy(load_before: float) -> None:
               "figure: the proxy's added latency on an idle core is about its CPU per request plus one loopback hop.")
 
 
-async def _healthy_then_measure(args: argparse.Namespace, direct: str, proxied: str,
-                                mock: subprocess.Popen[bytes], proxy: subprocess.Popen[bytes]) -> None:
+async def _healthy_then_measure(args: argparse.Namespace, direct: str, mock: subprocess.Popen[bytes],
+                                proxies: dict[str, tuple[str, subprocess.Popen[bytes]]]) -> None:
     await wait_healthy(direct, mock)
-    await wait_healthy(proxied, proxy)
-    await measure(args, direct, proxied, (mock.pid, proxy.pid))
+    for url, proc in proxies.values():
+        await wait_healthy(url, proc)
+    if args.compare:
+        await compare(args, direct, mock.pid, {label: (url, proc.pid) for label, (url, proc) in proxies.items()})
+    else:
+        (url, proc), = proxies.values()
+        await measure(args, direct, url, (mock.pid, proc.pid))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ For each format it streams prose + one ``write_file`` call whose ``content`` is 
 (rendered by the format itself) in small chunks, as an upstream would, and reports MB/s and
 the time ratio for a 10x longer output (linear parsers stay near 10x). The same output fed in
 4 KB chunks shows the parsing cost without the per-``feed`` overhead of tiny chunks. It also
-streams ~1 MB of prose with no call, and times ``finalize_call`` on 1 MB arguments, clean and
-needing repairs.
+streams ~1 MB of prose with no call, times ``finalize_call`` on 1 MB arguments, clean and
+needing repairs, and times the pathological outputs and arguments of ``tests/formats/work.py``.
 
-Plain script, no pytest: ``python bench/parsers.py [--size-mb 1] [--scale 10] [--chunk 20]``.
+These are the absolute figures; the unit tests only check that the work grows linearly.
+
+Plain script, no pytest: ``python bench/parsers.py [--size-mb 1] [--scale 10] [--chunk 20] [--adversarial 8]``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolFormat
-from toolshim.formats._args import ToolIndex, finalize_call
+from toolshim.formats._args import ToolIndex, finalize_call, parse_json_lenient
 
 from tests.formats.tools import TOOLS
+from tests.formats.work import ADVERSARIAL_ARGUMENTS, ADVERSARIAL_OUTPUTS, adversarial_arguments, adversarial_output
 
 MB = 1_000_000
 
@@ -138,6 +141,29 @@ def finalize_rows(size: int) -> list[list[str]]:
     return rows
 
 
+def adversarial_output_rows(scale: int) -> list[list[str]]:
+    """Seconds each format takes on each pathological output, streamed in 16-character chunks."""
+    rows = []
+    for kind in ADVERSARIAL_OUTPUTS:
+        text = adversarial_output(kind, scale)
+        seconds = [stream_time(fmt, text, 16)[0] for fmt in FORMATS.values()]
+        rows.append([kind, f"{len(text) / MB:.2f}", *(f"{s:.3f}" for s in seconds)])
+    return rows
+
+
+def adversarial_argument_rows(scale: int) -> list[list[str]]:
+    """Milliseconds for ``parse_json_lenient`` plus ``finalize_call`` on each pathological argument text."""
+    rows = []
+    for kind in ADVERSARIAL_ARGUMENTS:
+        raw = adversarial_arguments(kind, scale)
+        start = time.perf_counter()
+        parse_json_lenient(raw)
+        outcome = finalize_call(ToolIndex(TOOLS), "search_docs", raw)
+        elapsed = time.perf_counter() - start
+        rows.append([kind, f"{len(raw) / MB:.2f}", f"{elapsed * 1000:.1f}", "ok" if outcome.ok else "error"])
+    return rows
+
+
 def print_table(headers: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
@@ -151,6 +177,8 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=1.0, help="size of the base output (default 1)")
     parser.add_argument("--scale", type=int, default=10, help="the longer output is this many times larger")
     parser.add_argument("--chunk", type=int, default=20, help="characters per streamed chunk (default 20)")
+    parser.add_argument("--adversarial", type=int, default=8,
+                        help="scale of the pathological inputs (default 8, the largest size the tests time)")
     args = parser.parse_args()
     size = int(args.size_mb * MB)
     print(f"Streaming in {args.chunk}-char chunks; base ~{args.size_mb} MB, long = {args.scale}x.\n")
@@ -159,6 +187,10 @@ def main() -> None:
     print_table(headers, [bench_format(fmt, size, args.scale, args.chunk) for fmt in FORMATS.values()])
     print("\nfinalize_call on a write_file argument:\n")
     print_table(["arguments", "MB", "ms", "repairs", "result"], finalize_rows(size))
+    print(f"\nPathological outputs (scale {args.adversarial}), seconds per format:\n")
+    print_table(["output", "MB", *FORMATS], adversarial_output_rows(args.adversarial))
+    print(f"\nPathological arguments (scale {args.adversarial}), parse_json_lenient + finalize_call:\n")
+    print_table(["arguments", "MB", "ms", "result"], adversarial_argument_rows(args.adversarial))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from aiohttp import web
 from . import modes
 from .catalog import model_card
 from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized, render_error
+from .jsoncodec import dumps
 from .policies import apply_policies
 from .redact import REDACTOR
 from .rules import Resolved
@@ -87,12 +88,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                         settings.dump_dir, settings.log_content)
     if turn.stream:
         return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
-    return web.json_response(await modes.complete_within(job), dumps=_dumps)
+    return json_answer(await modes.complete_within(job))
 
 
-def _dumps(value: Any) -> str:
-    """Whole answers as JSON, with every configured secret masked (as streams are)."""
-    return REDACTOR.redact(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+def json_answer(value: Any) -> web.Response:
+    """A whole answer as JSON, with every configured secret masked (as streams are)."""
+    return web.Response(body=REDACTOR.redact_bytes(dumps(value)), content_type="application/json")
 
 
 async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None]) -> web.StreamResponse:

@@ -9,10 +9,11 @@ the unfinished line and the event being built, so work is linear in the stream l
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from .jsoncodec import dumps
 
 DONE = "[DONE]"
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -91,7 +92,8 @@ def encode(data: str) -> bytes:
 
 
 def encode_json(payload: Any) -> bytes:
-    return encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+    """One SSE event carrying ``payload`` as compact JSON (which has no line breaks)."""
+    return b"data: " + dumps(payload) + b"\n\n"
 
 
 DONE_BYTES = encode(DONE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from .errors import InvalidRequest
@@ -24,14 +25,13 @@ _TYPED_FIELDS = frozenset({"model", "messages", *TOOL_FIELDS})
 _RESULT_ROLES = ("tool", "function")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ChatTurn:
     """One chat-completions request, typed. Replace fields with ``dataclasses.replace``."""
 
     model: str
     messages: tuple[Message, ...]
     tool_defs: tuple[Mapping[str, Any], ...] = ()  # the client's tool entries, as sent (native needs them)
-    tools: tuple[ToolSpec, ...] = ()  # the function tools among them, typed
     tool_choice: ToolChoice | None = None  # None: the client did not say
     tool_choice_wire: Any = None  # tool_choice / function_call exactly as sent (native forwards it)
     parallel: bool | None = None  # parallel_tool_calls as sent
@@ -51,7 +51,6 @@ class ChatTurn:
             model=raw["model"],
             messages=tuple(raw["messages"]),
             tool_defs=tuple(defs or ()),
-            tools=function_specs(defs or (), legacy),
             tool_choice=None if wire is None else ToolChoice.from_openai(wire),
             tool_choice_wire=wire,
             parallel=raw.get("parallel_tool_calls"),
@@ -60,6 +59,11 @@ class ChatTurn:
         )
 
     # ---- derived facts --------------------------------------------------------------------
+
+    @cached_property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The function tools among ``tool_defs``, typed; built on first use (native never needs them)."""
+        return function_specs(self.tool_defs, self.legacy_functions)
 
     @property
     def stream(self) -> bool:
@@ -91,6 +95,10 @@ class ChatTurn:
         """Does serving this need tool support: tools offered, or calls / results in the history?"""
         return bool(self.tool_defs) or any(_is_tool_message(m) for m in self.messages)
 
+    @property
+    def has_tool_results(self) -> bool:
+        return any(m.get("role") in _RESULT_ROLES for m in self.messages)
+
     def named_tool(self) -> str | None:
         """The tool a named ``tool_choice`` forces, checked against the tools offered."""
         choice = self.choice
@@ -108,14 +116,13 @@ class ChatTurn:
         return replace(self, messages=tuple(messages))
 
     def with_tool_defs(self, defs: Iterable[Mapping[str, Any]]) -> ChatTurn:
-        defs = tuple(defs)
-        return replace(self, tool_defs=defs, tools=function_specs(defs, self.legacy_functions))
+        return replace(self, tool_defs=tuple(defs))
 
     def with_tool_choice(self, choice: ToolChoice) -> ChatTurn:
         return replace(self, tool_choice=choice, tool_choice_wire=choice_to_wire(choice, self.legacy_functions))
 
     def without_tools(self) -> ChatTurn:
-        return replace(self, tool_defs=(), tools=(), tool_choice=None, tool_choice_wire=None, parallel=None)
+        return replace(self, tool_defs=(), tool_choice=None, tool_choice_wire=None, parallel=None)
 
     # ---- back to the wire -----------------------------------------------------------------
 

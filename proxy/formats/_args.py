@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+# jsonschema ships no type information; `unused-ignore` keeps this quiet where types-jsonschema is installed
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
@@ -123,7 +124,8 @@ class ToolIndex:
         """Try the name as written, without wrapping quotes, then without a known prefix."""
         if not isinstance(name, str):
             return [], ()
-        current, repairs = name.strip(), ()
+        current = name.strip()
+        repairs: tuple[str, ...] = ()
         unwrapped = current.strip(_NAME_WRAPPERS).strip()
         if unwrapped != current:
             current, repairs = unwrapped, ("name_quotes",)
@@ -170,8 +172,8 @@ class ToolIndex:
             return None
         try:
             cls = validator_for(schema, default=Draft202012Validator)
-            cls.check_schema(schema)
-            return cls(schema)
+            cls.check_schema(dict(schema))
+            return cls(dict(schema))
         # The schema comes from the client and jsonschema's failure modes are open-ended
         # (SchemaError, TypeError on odd "$schema" values, ...): note it and skip validation.
         except Exception as exc:
@@ -222,7 +224,8 @@ def _describe(err: ValidationError) -> str:
         options = ", ".join(json.dumps(v, ensure_ascii=False) for v in expected[:10])
         return f"'{where or 'arguments'}' must be one of: {_clip(options, 200)}"
     if kind == "additionalProperties" and expected is False and isinstance(instance, Mapping):
-        known = err.schema.get("properties") or {}
+        schema = err.schema if isinstance(err.schema, Mapping) else {}
+        known = schema.get("properties") or {}
         extra = next((k for k in instance if k not in known), "?")
         return f"unexpected parameter '{_path([*err.absolute_path, extra])}'"
     message = _clip(err.message, 160)

@@ -131,9 +131,9 @@ class Header:
             if self.last is None:
                 self.error = self.error or "list item before any key"
                 return
-            fld = self.fields[self.last]
-            fld.listy = True
-            fld.values.append(item.group(1) or "")
+            last = self.fields[self.last]
+            last.listy = True
+            last.values.append(item.group(1) or "")
         elif key is not None:
             indent, name, value = key.group(1), key.group(2), key.group(3).rstrip()
             fld = self.fields.get(name)

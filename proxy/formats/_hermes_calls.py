@@ -1,10 +1,11 @@
-"""The calls of one hermes response: index hand-out, argument streaming and finalizing.
+"""The call objects of one hermes response: when a call starts, argument streaming and finalizing.
 
 ``CallAssembler`` is the part of ``hermes.HermesParser`` that turns a scanned call object into
 events: ``ToolCallStart`` as soon as a known tool's name is read, ``ToolCallArgs`` for the raw
 ``arguments`` object text as it arrives (only ever appended), and ``ToolCallEnd`` or ``Malformed``
-once ``finalize_call`` has validated (and, once, repaired) the arguments. It owns no parser state:
-which text is a call, and where the response is cut, stay with the parser.
+once ``finalize_call`` has validated (and, once, repaired) the arguments. Call indexes, the cut and
+finishing go through the parser's ``CallSlots`` (``_calls``). It owns no parser state: which text is
+a call, and where the response is cut, stay with the parser.
 
 Arguments written as a string that holds no JSON object (``"arguments": "17 * 23 + 4"``) are read
 as react reads a plain ``Action Input``: the value of the tool's single string parameter, with the
@@ -14,14 +15,13 @@ repair ``plain_input``; a tool without one makes the call Malformed. The call is
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from ._args import ToolIndex, finalize_call
+from ._calls import CallSlots
 from ._hermes_markup import OPEN
 from ._jsonscan import ObjectScanner, RawArgs, call_parts, extract_call, parse_call_list
 from ._react_lines import plain_parameter
-from .base import Event, Malformed, ToolCallArgs, ToolCallEnd, ToolCallStart, ToolSpec
 
 
 def _plain_string(args: Any) -> bool:
@@ -32,26 +32,14 @@ def _plain_string(args: Any) -> bool:
     return bool(head) and not head.startswith(("{", "["))
 
 
-def _merge_repairs(*groups: Sequence[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(r for group in groups for r in group))
-
-
 class CallAssembler:
-    """Call state of one response: how many calls were started, the open one, the object in scan."""
+    """The call object in scan and how much of its arguments was streamed; calls go to ``CallSlots``."""
 
-    def __init__(self, tools: Sequence[ToolSpec], max_calls: int) -> None:
-        self.index = ToolIndex(tools)
-        self.max_calls = max_calls
-        self.count = 0  # call indexes handed out
-        self.open: int | None = None  # the index of a started, unfinished call
+    def __init__(self, calls: CallSlots) -> None:
+        self.calls = calls
         self.sc: ObjectScanner | None = None  # the object being scanned, if any
         self._name_tried = self._stream_args = False
         self._args_sent = 0  # offset in the object up to which arguments were streamed
-
-    @property
-    def full(self) -> bool:
-        """Whether another call would go past ``max_calls``."""
-        return self.count >= self.max_calls
 
     def scanner(self) -> ObjectScanner:
         assert self.sc is not None, "no object is being scanned"
@@ -62,16 +50,6 @@ class CallAssembler:
         self._name_tried = self._stream_args = False
         self._args_sent = 0
 
-    def begin(self, out: list[Event], name: str) -> int:
-        index, self.open = self.count, self.count
-        self.count += 1
-        out.append(ToolCallStart(index, name))
-        return index
-
-    def fail(self, out: list[Event], raw: str, reason: str) -> None:
-        out.append(Malformed(raw, reason, index=self.open))
-        self.open = None
-
     def fragment(self, raw: str) -> str | None:
         """The raw ``arguments`` object text of a complete object, to stream in one piece."""
         sc = self.scanner()
@@ -79,73 +57,55 @@ class CallAssembler:
             return raw[sc.args_start : sc.args_end]
         return None
 
-    def commit(self, out: list[Event], seg: str) -> None:
+    def commit(self, seg: str) -> None:
         """Consume scanned block text: start the call once its name is read, stream its arguments."""
-        sc = self.scanner()
+        sc, calls = self.scanner(), self.calls
         base = sc.size
         sc.commit(seg)
-        if self.open is None and not self._name_tried and sc.name is not None:
+        if calls.open is None and not self._name_tried and sc.name is not None:
             self._name_tried = True
-            resolved = self.index.resolve(sc.name)[0]
-            if resolved is not None:
-                self.begin(out, resolved)
+            if calls.start(sc.name) is not None:
                 self._stream_args = not sc.args_before_name
-        if self.open is None or not self._stream_args or sc.args_kind != "{" or sc.args_start is None:
+        if calls.open is None or not self._stream_args or sc.args_kind != "{" or sc.args_start is None:
             return
         lo = max(self._args_sent, sc.args_start, base)
         hi = sc.size if sc.args_end is None else sc.args_end
         if hi > lo:
-            out.append(ToolCallArgs(self.open, seg[lo - base : hi - base]))
+            calls.args(seg[lo - base : hi - base])
             self._args_sent = hi
 
     def bare_call(self, raw: str) -> tuple[str, Any] | None:
         """Name and arguments of a balanced bare object, when it names a known tool and has arguments."""
         sc = self.scanner()
-        found = extract_call(raw, sc) if sc.name is None or sc.name in self.index else None
-        if found is None or not found[2] or found[0] not in self.index:
+        found = extract_call(raw, sc) if sc.name is None or sc.name in self.calls else None
+        if found is None or not found[2] or found[0] not in self.calls:
             return None
         return found[0], found[1]
 
-    def finish_object(self, out: list[Event], raw: str, raw_block: str) -> None:
+    def finish_object(self, raw: str, raw_block: str) -> None:
         """Finalize a scanned object (its missing closing brackets supplied)."""
         sc = self.scanner()
         closers = sc.closers()
         found = extract_call(raw + closers, sc)
         if found is None:
-            self.fail(out, raw_block, 'no JSON object with a "name" in <tool_call>')
+            self.calls.fail(raw_block, 'no JSON object with a "name" in <tool_call>')
             return
-        name = sc.name if self.open is not None and sc.name is not None else found[0]
+        name = sc.name if self.calls.open is not None and sc.name is not None else found[0]
         extra = ("unclosed_brackets",) if closers else ()
-        self.finish_call(out, name, found[1], raw_block, extra, self.fragment(raw + closers))
+        self.finish_call(name, found[1], raw_block, extra, self.fragment(raw + closers))
 
-    def finish_call(
-        self, out: list[Event], name: str, args: Any, raw_block: str, extra: tuple[str, ...], fragment: str | None
-    ) -> None:
+    def finish_call(self, name: str, args: Any, raw_block: str, extra: tuple[str, ...], fragment: str | None) -> None:
         """Validate and repair the arguments once; end the call, starting it first if it was not."""
         if _plain_string(args):
-            param = self._plain_parameter(name)
+            spec = self.calls.spec(name)
+            param = plain_parameter(spec) if spec is not None else None
             if param is None:
-                self.fail(out, raw_block, f"arguments must be a JSON object, got the string {args[:60]!r}")
+                self.calls.fail(raw_block, f"arguments must be a JSON object, got the string {args[:60]!r}")
                 return
             args, extra = {param: args}, (*extra, "plain_input")
-        outcome = finalize_call(self.index, name, args)
-        if not outcome.ok or outcome.arguments is None:
-            self.fail(out, raw_block, outcome.error or "invalid arguments")
-            return
-        index = self.open
-        if index is None:
-            index = self.begin(out, outcome.name)
-            if fragment:
-                out.append(ToolCallArgs(index, fragment))
-        out.append(ToolCallEnd(index, outcome.name, outcome.arguments, _merge_repairs(extra, outcome.repairs)))
-        self.open = None
+        self.calls.finish(name, args, raw_block, before=extra, fragment=fragment)
 
-    def _plain_parameter(self, name: str) -> str | None:
-        """The tool's single string parameter, which a plain-string ``arguments`` value fills."""
-        resolved = self.index.resolve(name)[0]
-        return plain_parameter(self.index.tools[resolved]) if resolved is not None else None
-
-    def finish_raw(self, out: list[Event], body: str, cut: Callable[[list[Event]], bool]) -> None:
+    def finish_raw(self, body: str, cut: Callable[[], bool]) -> None:
         """Finalize a block body that did not open with ``{``: a list of calls, a fenced object...
 
         ``cut`` is asked before each call found: it reports the cut and returns True past ``max_calls``.
@@ -153,12 +113,12 @@ class CallAssembler:
         raw_block = OPEN + body
         items, repairs = parse_call_list(body)
         if not items:
-            self.fail(out, raw_block, "<tool_call> holds no JSON call object")
+            self.calls.fail(raw_block, "<tool_call> holds no JSON call object")
         for item in items:
             found = call_parts(item)
             if found is None:
-                self.fail(out, raw_block, 'no JSON object with a "name" in <tool_call>')
-            elif cut(out):
+                self.calls.fail(raw_block, 'no JSON object with a "name" in <tool_call>')
+            elif cut():
                 return
             else:
-                self.finish_call(out, found[0], found[1], raw_block, repairs, None)
+                self.finish_call(found[0], found[1], raw_block, repairs, None)

@@ -275,7 +275,7 @@ def _suffix_repairs(suffix: str) -> list[str]:
 
 def _candidate_starts(text: str) -> list[int]:
     """Where a value may begin: the first ``[`` and the first few ``{`` (bounded work)."""
-    starts = []
+    starts: list[int] = []
     pos = text.find("{")
     while pos != -1 and len(starts) < _MAX_STARTS:
         starts.append(pos)

@@ -20,6 +20,15 @@ Event contract (what the pipeline relies on):
   ``SecondToolStarted(index)`` (the cut point) and ignores all further input.
 * Any split of the same text gives the same events once adjacent Text/Reasoning/ToolCallArgs
   events are merged.
+* At ``close()``, a call block the output ends in is ``Malformed`` when the finish reason is
+  ``"length"`` or ``"content_filter"`` (the upstream cut it off), and completed by the format's own
+  rule after ``"stop"`` (a stop sequence may have eaten its closing marker).
+
+Every parser has the same shape: a small ``IntEnum`` of states with the transitions and a literal wire
+example at the top of its module, one ``_step_<state>`` method per state (a ``_steps`` table; a step
+returns True while it makes progress, False when it needs more input), a ``_run`` loop, an
+``EventBuffer`` for its output and a ``CallSlots`` (``_calls``) for call indexes, the cut, finishing
+calls and the truncation rule.
 
 This module imports nothing from the server side; no I/O, no asyncio.
 """
@@ -29,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-
-JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +152,8 @@ class StreamParser(Protocol):
         """End of output: flush held-back text, complete or reject an open block.
 
         ``finish_reason`` is the upstream's: ``"stop"`` (natural end or a stop sequence, whose
-        text the server may have left out) or ``"length"`` (cut by max_tokens).
+        text the server may have left out), ``"length"`` (cut by max_tokens) or ``"content_filter"``
+        (cut by the upstream's filter); the last two make an open call block ``Malformed``.
         """
         ...
 
@@ -169,6 +177,14 @@ class ToolFormat(Protocol):
 
     def stop_sequences(self) -> tuple[str, ...]:
         """Stop strings that end generation after the first complete tool block."""
+        ...
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        """Those of ``stop_sequences()`` that would also end generation between two call blocks.
+
+        A request that allows several calls must leave them out, or the model could write only one
+        (hermes: ``</tool_call>``). Exactly the stops found in ``render_calls`` of two calls.
+        """
         ...
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:

@@ -20,7 +20,7 @@ makes an array; ``key: |`` starts a YAML block scalar; a header whose first line
 block, exact and unescaped, is the ``content`` argument; like a shell heredoc every body line
 keeps its newline. Only a line that is exactly ``^^^`` (an optional ``\\r`` aside) closes it.
 
-Parser states (one method each) and transitions:
+Parser states (one ``_step_*`` method each, see ``CaretParser._steps``) and transitions:
 
 * PROSE: text; at each line start decide (reading at most ``MAX_HOLDBACK`` characters) whether
   the line is an opener ``^^^name`` (-> HEADER, or the cut when ``max_calls`` calls started),
@@ -37,7 +37,8 @@ A block whose name does not resolve gets no ``ToolCallStart``: it ends as ``Malf
 an index and does not count toward ``max_calls``.
 
 At ``close()`` an open block is completed (the server may have left the stop sequence
-``\\n^^^\\n`` out) unless the finish reason is ``length``, which makes it ``Malformed``.
+``\\n^^^\\n`` out) unless the finish reason is ``length`` or ``content_filter``, which makes it
+``Malformed`` (the truncation rule of ``_calls``, which also owns call slots and the cut).
 Rendering (``CaretFormat``) writes exactly what the parser reads back.
 """
 
@@ -45,26 +46,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, auto
 from typing import Any
 
-from ._args import ToolIndex, finalize_call, parse_json_lenient
+from ._args import parse_json_lenient
+from ._calls import CallSlots
 from ._caret_header import BLOCK_SCALARS, Header
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
     Event,
     FinishReason,
-    Malformed,
     Reasoning,
-    SecondToolStarted,
     StreamParser,
     Text,
-    ToolCallEnd,
     ToolCallRecord,
-    ToolCallStart,
     ToolChoice,
     ToolSpec,
 )
@@ -83,7 +81,7 @@ _KEY = re.compile(r"[A-Za-z_][\w.\-]*")
 _LONG_CONTENT = 80  # `content` strings longer than this are rendered in the body
 
 
-class _State(IntEnum):  # IntEnum: hashed in C for the per-step handler lookup
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     PROSE = auto()
     THINK = auto()
     HEADER = auto()
@@ -126,7 +124,6 @@ class _Block:
     """One open ``^^^name`` block: raw text for Malformed, header, body pieces."""
 
     name: str
-    index: int | None  # None when the name did not resolve (no ToolCallStart was emitted)
     head: list[str]
     header: Header = field(default_factory=Header)
     line: list[str] = field(default_factory=list)  # pieces of the unfinished header line
@@ -157,132 +154,124 @@ class CaretParser:
     """Streaming parser for caret blocks; see the module docstring for states and syntax."""
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
-        self._index = ToolIndex(tools)
-        self._schemas = {t.name: t.parameters for t in tools}
-        self._max_calls = max_calls
+        self._out = EventBuffer()  # filled by the steps, emptied by each feed/close
+        self._calls = CallSlots(tools, max_calls, self._out)
         self._state = _State.PROSE
-        self._carry = ""  # undecided input; bounded (a line start, a partial tag or close)
-        self._bol = True  # the next input character starts a line
+        self._buf, self._pos = "", 0  # input from _pos on is undecided; bounded (a line start, a partial tag)
+        self._bol = True  # the character at _pos starts a line
         self._fenced = False
-        self._eof = False
-        self._started = 0
+        self._final = False  # close() is running: no more input comes
         self._block: _Block | None = None
-        self._events = EventBuffer()  # filled by the state handlers, emptied by each feed/close
-        self._handlers = {
-            _State.PROSE: self._prose,
-            _State.THINK: self._think,
-            _State.HEADER: self._header,
-            _State.BODY: self._body,
+        self._steps: dict[_State, Callable[[], bool]] = {
+            _State.PROSE: self._step_prose, _State.THINK: self._step_think,
+            _State.HEADER: self._step_header, _State.BODY: self._step_body,
         }
 
     def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or self._eof or not text:
+        if self._state is _State.DONE or not text:
             return []
-        return self._run(self._carry + text).take()
+        self._buf, self._pos = self._buf[self._pos :] + text, 0
+        self._run()
+        return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
-        if self._state is _State.DONE or self._eof:
+        if self._state is _State.DONE:
             return []
-        self._eof = True
-        events = self._run(self._carry)
-        if self._state is _State.HEADER and self._block is not None and self._block.line:
-            line = "".join(self._block.line)
-            self._block.line.clear()
-            self._header_line(line, events)
-        block = self._block
-        if self._state is _State.BODY and block is not None and block.body and any(block.body):
-            block.body.append("\n")  # the newline that the left-out stop sequence "\n^^^\n" took
-        if self._state in (_State.HEADER, _State.BODY):
-            self._end_block(events, truncated=finish_reason == "length")
+        self._buf, self._pos, self._final = self._buf[self._pos :], 0, True
+        self._run()
+        self._end_of_output(finish_reason)
         self._state = _State.DONE
-        return events.take()
+        return self._out.take()
 
-    def _run(self, data: str) -> EventBuffer:
-        self._carry = ""
-        events = self._events
-        pos = 0
-        while pos < len(data) and self._state is not _State.DONE:
-            pos = self._handlers[self._state](data, pos, events)
-        return events
+    def _run(self) -> None:
+        """Run the current state's step until one needs more input or the parser is DONE."""
+        while self._state is not _State.DONE and self._pos < len(self._buf) and self._steps[self._state]():
+            pass
 
-    def _hold(self, data: str, pos: int, markers: tuple[str, ...]) -> int:
-        """Where decided input ends: before a possible partial marker (nothing held at EOF)."""
-        if self._eof:
+    def _hold(self, pos: int, markers: tuple[str, ...]) -> int:
+        """Where decided input ends: before a possible partial marker (nothing held at the end)."""
+        data = self._buf
+        if self._final:
             return len(data)
         return len(data) - min(partial_marker_len(data, markers), len(data) - pos)
 
     # ---- states ----
 
-    def _prose(self, data: str, pos: int, events: EventBuffer) -> int:
+    def _step_prose(self) -> bool:
         """Scan text, deciding each line start; one Text event per run of decided text."""
-        start = pos
+        data, out = self._buf, self._out
+        pos = start = self._pos
         while True:
             if self._bol:
                 nl = data.find("\n", pos, pos + MAX_HOLDBACK + 1)
                 line = data[pos : nl if nl != -1 else pos + MAX_HOLDBACK + 1]
-                kind, name = _line_kind(line, nl != -1 or self._eof, self._fenced)
+                kind, name = _line_kind(line, nl != -1 or self._final, self._fenced)
                 if kind is _Line.WAIT or kind is _Line.OPENER:
-                    events.text(Text, data[start:pos])
+                    out.text(Text, data[start:pos])
+                    self._pos = pos
                     if kind is _Line.WAIT:
-                        self._carry = data[pos:]
-                        return len(data)
-                    return self._opener_line(data, pos, nl, name, events)
+                        return False
+                    self._opener_line(nl, name)
+                    return True
                 self._bol = False
                 if kind is _Line.FENCE:
                     self._fenced = not self._fenced
                 elif kind is _Line.STRAY:
-                    events.text(Text, data[start:pos])
+                    out.text(Text, data[start:pos])
                     pos = start = _CARETS.match(data, pos).end()  # type: ignore[union-attr]
             m = (_SCAN_FENCED if self._fenced else _SCAN).search(data, pos)
             if m is None:
-                end = self._hold(data, pos, () if self._fenced else (_THINK_OPEN,))
-                events.text(Text, data[start:end])
-                self._carry = data[end:]
-                return len(data)
+                self._pos = self._hold(pos, () if self._fenced else (_THINK_OPEN,))
+                out.text(Text, data[start : self._pos])
+                return False
             if m.group() != "\n":
-                events.text(Text, data[start : m.start()])
-                self._state = _State.THINK
-                return m.end()
+                out.text(Text, data[start : m.start()])
+                self._state, self._pos = _State.THINK, m.end()
+                return True
             pos, self._bol = m.end(), True
 
-    def _opener_line(self, data: str, pos: int, nl: int, name: str, events: EventBuffer) -> int:
+    def _opener_line(self, nl: int, name: str) -> None:
         """A complete ``^^^name`` line opens a block; a lone ``^^^`` outside a block is dropped."""
-        end = nl + 1 if nl != -1 else len(data)
+        end = nl + 1 if nl != -1 else len(self._buf)
         self._bol = False
         if name:
-            self._open(name, data[pos:end], events)
+            self._open(name, self._buf[self._pos : end])
         else:  # stray closing markup: dropped, the next line starts fresh
             self._bol = True
-        return end
+        self._pos = end
 
-    def _think(self, data: str, pos: int, events: EventBuffer) -> int:
+    def _step_think(self) -> bool:
+        data, pos = self._buf, self._pos
         at = data.find(_THINK_CLOSE, pos)
         if at == -1:
-            end = self._hold(data, pos, (_THINK_CLOSE,))
-            events.text(Reasoning, data[pos:end])
-            self._carry = data[end:]
-            return len(data)
-        events.text(Reasoning, data[pos:at])
-        self._state, self._bol = _State.PROSE, True
-        return at + len(_THINK_CLOSE)
+            self._pos = self._hold(pos, (_THINK_CLOSE,))
+            self._out.text(Reasoning, data[pos : self._pos])
+            return False
+        self._out.text(Reasoning, data[pos:at])
+        self._state, self._bol, self._pos = _State.PROSE, True, at + len(_THINK_CLOSE)
+        return True
 
-    def _header(self, data: str, pos: int, events: EventBuffer) -> int:
+    def _step_header(self) -> bool:
+        data, pos = self._buf, self._pos
         while self._state is _State.HEADER and self._block is not None:
             block = self._block
             nl = data.find("\n", pos)
             if nl == -1:
                 block.line.append(data[pos:])
-                return len(data)
+                self._pos = len(data)
+                return False
             line = "".join(block.line) + data[pos:nl] if block.line else data[pos:nl]
             block.line.clear()
-            if self._header_line(line, events):
-                return nl  # the body starts with this newline
+            if self._header_line(line):
+                self._pos = nl  # the body starts with this newline
+                return True
             pos = nl + 1
             if self._block is block:
                 block.head.append("\n")
-        return pos
+        self._pos = pos
+        return True
 
-    def _header_line(self, line: str, events: EventBuffer) -> bool:
+    def _header_line(self, line: str) -> bool:
         """Handle one complete header line; True when it was the ``---`` separator."""
         block = self._block
         assert block is not None
@@ -290,9 +279,9 @@ class CaretParser:
         opener = _OPENER.fullmatch(text)
         if opener is not None:  # ``^^^`` closes; ``^^^name`` closes implicitly and opens the next
             block.close = line if not opener.group(1) else ""
-            self._end_block(events)
+            self._end_block()
             if opener.group(1):
-                self._open(opener.group(1), line, events)
+                self._open(opener.group(1), line)
             return False
         block.head.append(line)
         if block.header.is_separator(text):
@@ -302,67 +291,69 @@ class CaretParser:
         block.header.add(text)
         return False
 
-    def _body(self, data: str, pos: int, events: EventBuffer) -> int:
+    def _step_body(self) -> bool:
         block = self._block
         assert block is not None and block.body is not None
+        data, pos = self._buf, self._pos
         search = pos
         while (at := data.find(_BODY_CLOSE, search)) != -1:
-            size = _close_len(data, at + 1, self._eof)
+            size = _close_len(data, at + 1, self._final)
             if size == -1:
                 block.body.append(data[pos:at])
-                self._carry = data[at:]
-                return len(data)
+                self._pos = at
+                return False
             if size:
                 block.body.append(data[pos : at + 1])  # heredoc: the last line keeps its newline
                 block.close = data[at : at + 1 + size]
-                self._end_block(events)
-                return at + 1 + size
+                self._end_block()
+                self._pos = at + 1 + size
+                return True
             search = at + 1
-        end = self._hold(data, pos, (_BODY_CLOSE,))
-        block.body.append(data[pos:end])
-        self._carry = data[end:]
-        return len(data)
+        self._pos = self._hold(pos, (_BODY_CLOSE,))
+        block.body.append(data[pos : self._pos])
+        return False
 
     # ---- blocks ----
 
-    def _open(self, name: str, raw_line: str, events: EventBuffer) -> None:
+    def _open(self, name: str, raw_line: str) -> None:
         """A complete opener line: report the cut, or start a block (and a call if the name resolves)."""
-        if self._started >= self._max_calls:
-            events.push(SecondToolStarted(self._started))
+        if self._calls.cut():
             self._state = _State.DONE
             return
-        resolved, _ = self._index.resolve(name)
-        index = None
-        if resolved is not None:
-            index = self._started
-            self._started += 1
-            events.push(ToolCallStart(index, resolved))
-        self._block = _Block(name, index, [raw_line])
+        self._calls.start(name)
+        self._block = _Block(name, [raw_line])
         self._state = _State.HEADER
 
-    def _end_block(self, events: EventBuffer, truncated: bool = False) -> None:
+    def _end_of_output(self, finish_reason: FinishReason) -> None:
+        """The output ended: finish a block's last header line, then apply the truncation rule to an open block."""
+        if self._state is _State.HEADER and self._block is not None and self._block.line:
+            line = "".join(self._block.line)
+            self._block.line.clear()
+            self._header_line(line)  # `^^^` closes the block, `^^^name` opens the next
+        block = self._block
+        if self._state not in (_State.HEADER, _State.BODY) or block is None:
+            return
+        if self._state is _State.BODY and block.body and any(block.body):
+            block.body.append("\n")  # the newline that the left-out stop sequence "\n^^^\n" took
+        self._calls.close_block(finish_reason, block.raw(), self._end_block)
+
+    def _end_block(self) -> None:
         """Finalize the open block into ToolCallEnd or Malformed; back to PROSE at a line start."""
         block = self._block
         assert block is not None
         self._block, self._state, self._bol = None, _State.PROSE, True
-        raw = block.raw()
-        if truncated:
-            events.push(Malformed(raw, "tool block cut off by the length limit", block.index))
-            return
-        resolved, _ = self._index.resolve(block.name)
-        args, repairs = block.header.arguments(self._schemas.get(resolved or "", {}))
+        spec = self._calls.spec(block.name)
+        args, repairs = block.header.arguments(spec.parameters if spec is not None else {})
         error, content = block.header.error, block.content()
         if error is None and content is not None:
             if isinstance(args, dict) and "content" not in args:
                 args["content"] = content
             elif content.strip():
                 error = "content given both in the header and after ---"
-        outcome = finalize_call(self._index, block.name, args)
-        if error is None and outcome.ok and block.index is not None and outcome.arguments is not None:
-            fixes = tuple(dict.fromkeys(repairs + outcome.repairs))
-            events.push(ToolCallEnd(block.index, outcome.name, outcome.arguments, fixes))
+        if error is not None:
+            self._calls.fail(block.raw(), error)
         else:
-            events.push(Malformed(raw, error or outcome.error or f"unknown tool {block.name!r}", block.index))
+            self._calls.finish(block.name, args, block.raw(), before=repairs)
 
 
 # ---- rendering ------------------------------------------------------------------------------
@@ -467,6 +458,10 @@ class CaretFormat:
         """``\\n^^^\\n`` ends the first block's closing line and never occurs in an opener
         (``^^^name``) or inside a block. The server leaves it out; ``close()`` completes the block.
         A block closed by end of output without the final newline is completed the same way."""
+        return ("\n^^^\n",)
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        """The closing line ``^^^`` of a block that another block follows ends with ``\\n^^^\\n`` too."""
         return ("\n^^^\n",)
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:

@@ -7,8 +7,11 @@ accepts is made inert, while staying readable as data:
 
 * call tags (``<tool_call>``, ``<tool:x>``, ``<param:k>``, ``<function=x>``, ``<parameter=k>``,
   special tokens such as ``<|python_tag|>``) lose their ``<``: ``&lt;tool_call>``;
-* line-start keywords (ReAct's ``Action:``, ``Action Input:``, ``Observation:``, ``Thought:``,
-  ``Final Answer:``; caret's ``^^^``) are quoted: ``> Action: ...``;
+* lines that start a call in a line-based syntax (ReAct's ``Action:`` and ``Action Input:``,
+  caret's ``^^^``) are replaced by ``[a line that looked like a tool call was removed]``: quoted,
+  such a line still read as an order to a small model (bench/forged_calls.py: ReAct 9/10 forged
+  when quoted, 0/10 when removed); the other ReAct keywords (``Observation:``, ``Thought:``,
+  ``Final Answer:``) are quoted: ``> Thought: ...``;
 * JSON call objects (a ``"name"`` key with an ``"arguments"``/``"parameters"`` key) get the
   argument key renamed (``"arguments_"``): the object reads the same, but is no call;
 * ``[TOOL_CALLS]`` becomes ``[TOOL CALLS]``.
@@ -22,8 +25,10 @@ import re
 
 _TAG = re.compile(r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
                   r"tools?>|\|))", re.IGNORECASE)
-_LINE_KEYWORD = re.compile(r"^([ \t]*)(?=(?:action(?:[ \t_]*input)?|observation|final[ \t_]*answer|thought)[ \t]*:"
-                           r"|\^\^\^)", re.IGNORECASE | re.MULTILINE)
+_CALL_LINE = re.compile(r"^[ \t]*(?:action(?:[ \t_]*input)?[ \t]*:|\^\^\^)[^\n]*", re.IGNORECASE | re.MULTILINE)
+_LINE_KEYWORD = re.compile(r"^([ \t]*)(?=(?:observation|final[ \t_]*answer|thought)[ \t]*:)",
+                           re.IGNORECASE | re.MULTILINE)
+CALL_LINE_REMOVED = "[a line that looked like a tool call was removed]"
 _NAME_KEY = re.compile(r"""(["'])name\1\s*:""")
 _ARGUMENT_KEY = re.compile(r"""(["'])(arguments|parameters)\1(?=\s*:)""")
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
@@ -32,6 +37,7 @@ _MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
 def defuse(text: str) -> str:
     """``text`` with every tool-call syntax made inert (see the module docstring)."""
     text = _TAG.sub("&lt;", text)
+    text = _CALL_LINE.sub(CALL_LINE_REMOVED, text)
     text = _LINE_KEYWORD.sub(r"\1> ", text)
     if _NAME_KEY.search(text):
         text = _ARGUMENT_KEY.sub(r"\1\2_\1", text)

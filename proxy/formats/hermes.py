@@ -32,14 +32,20 @@ States (``_State``; one ``_step_*`` method each, ``_close_*`` for the end of out
   outside a string ends it early (brackets closed). BLOCK_RAW: a non-object body until ``</tool_call>``.
 * BLOCK_AFTER: ``</tool_call>`` -> TEXT; another ``{`` -> BLOCK_OBJECT (next call); junk -> Malformed.
 * DONE: after the cut (SecondToolStarted) or ``<tool_response>``; input is ignored.
+
+At ``close()``, an open ``<tool_call>`` block follows the truncation rule of ``_calls`` (``length`` /
+``content_filter``: Malformed; ``stop``: completed, brackets closed, unless it ends inside a string); a
+bare candidate is a call only after a ``stop`` (else it is text: no call was started). Call slots, the
+cut and finishing a call: ``_calls``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from enum import StrEnum
+from enum import IntEnum, auto
 
+from ._calls import CallSlots, truncated
 from ._hermes_calls import CallAssembler
 from ._hermes_markup import (
     BARE_STOPS,
@@ -65,13 +71,12 @@ from ._hermes_markup import (
 )
 from ._hermes_render import render_calls, tools_prompt
 from ._jsonscan import OUTSIDE_BARE, OUTSIDE_BLOCK, Scan
-from ._text import MAX_HOLDBACK, find_first, partial_marker_len
+from ._text import MAX_HOLDBACK, EventBuffer, find_first, partial_marker_len
 from .base import (
     Event,
     FinishReason,
     Malformed,
     Reasoning,
-    SecondToolStarted,
     StreamParser,
     Text,
     ToolCallRecord,
@@ -84,28 +89,26 @@ _WS = re.compile(r"[ \t\r\n]*")
 _SEP = re.compile(r"[ \t\r\n,]*")
 
 
-def _truncated(finish: FinishReason) -> bool:
-    return finish in ("length", "content_filter")
-
-
-class _State(StrEnum):
-    TEXT = "text"
-    THINK = "think"
-    FENCE = "fence"
-    CANDIDATE = "candidate"
-    FENCE_TAIL = "fence_tail"
-    BLOCK_OPEN = "block_open"
-    BLOCK_OBJECT = "block_object"
-    BLOCK_RAW = "block_raw"
-    BLOCK_AFTER = "block_after"
-    DONE = "done"
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
+    TEXT = auto()
+    THINK = auto()
+    FENCE = auto()
+    CANDIDATE = auto()
+    FENCE_TAIL = auto()
+    BLOCK_OPEN = auto()
+    BLOCK_OBJECT = auto()
+    BLOCK_RAW = auto()
+    BLOCK_AFTER = auto()
+    DONE = auto()
 
 
 class HermesParser:
     """Sans-IO parser of one response in the hermes format; see the module docstring."""
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
-        self._c = CallAssembler(tools, max_calls)
+        self._out = EventBuffer()
+        self._calls = CallSlots(tools, max_calls, self._out)
+        self._c = CallAssembler(self._calls)
         self._state = _State.TEXT
         self._buf = ""  # undecided input: a marker prefix, a held candidate head, a partial escape
         self._line_start = True  # only blanks since the last newline (or the start of output)
@@ -115,13 +118,13 @@ class HermesParser:
         self._prefix = ""  # held text before a bare candidate's `{` (a fence opener)
         self._fenced = False
         self._parts: list[str] = []  # a raw block body, or junk after a call object
-        self._steps: dict[_State, Callable[[list[Event]], bool]] = {
+        self._steps: dict[_State, Callable[[], bool]] = {
             _State.TEXT: self._step_text, _State.THINK: self._step_think, _State.FENCE: self._step_fence,
             _State.CANDIDATE: self._step_candidate, _State.FENCE_TAIL: self._step_fence_tail,
             _State.BLOCK_OPEN: self._step_block_open, _State.BLOCK_OBJECT: self._step_block_object,
             _State.BLOCK_RAW: self._step_block_raw, _State.BLOCK_AFTER: self._step_block_after,
         }
-        self._closers: dict[_State, Callable[[list[Event], FinishReason], None]] = {
+        self._closers: dict[_State, Callable[[FinishReason], None]] = {
             _State.TEXT: self._close_text, _State.THINK: self._close_think, _State.FENCE: self._close_fence,
             _State.CANDIDATE: self._close_candidate, _State.FENCE_TAIL: self._close_quietly,
             _State.BLOCK_OPEN: self._close_block_open, _State.BLOCK_OBJECT: self._close_block_object,
@@ -132,22 +135,24 @@ class HermesParser:
         if self._state is _State.DONE or not text:
             return []
         self._buf += text
-        out: list[Event] = []
-        while self._state is not _State.DONE and self._steps[self._state](out):
+        self._run()
+        return self._out.take()
+
+    def _run(self) -> None:
+        """Run the current state's step until one needs more input or the parser is DONE."""
+        while self._state is not _State.DONE and self._steps[self._state]():
             pass
-        return out
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE:
             return []
-        out: list[Event] = []
-        self._closers[self._state](out, finish_reason)
+        self._closers[self._state](finish_reason)
         self._state, self._buf = _State.DONE, ""
-        return out
+        return self._out.take()
 
     # ---- prose ---------------------------------------------------------------------------
 
-    def _step_text(self, out: list[Event]) -> bool:
+    def _step_text(self) -> bool:
         if self._join and not self._drop_joined_tag():
             return False
         if self._after_block and not self._skip_block_gap():
@@ -158,34 +163,34 @@ class HermesParser:
         while (m := TEXT_HIT.search(s, i)) is not None:
             p, c = m.start(), m.group()
             if c == "{" and advance_line(line, s, i, p) and call_prefix(s, p) is not False:
-                self._flush_prose(out, p, True)
+                self._flush_prose(p, True)
                 self._start_candidate(s[p:], "", fenced=False)
                 return True
             if c[0] == "`":
-                self._flush_prose(out, p, advance_line(line, s, i, p))
-                return self._open_fence(out)
+                self._flush_prose(p, advance_line(line, s, i, p))
+                return self._open_fence()
             tag, size = text_tag(s, p) if c[0] == "<" else (None, 1)
             if tag == "" or (tag and (s[p - 1] if p else self._tail[-1:]) != "`"):
-                self._flush_prose(out, p, advance_line(line, s, i, p))
+                self._flush_prose(p, advance_line(line, s, i, p))
                 if tag == "":
                     return False
                 self._buf = s[p + size :]
-                self._on_tag(out, tag, s[p : p + size])
+                self._on_tag(tag, s[p : p + size])
                 return True
             i, line = p + size, False  # past a non-blank character: not at a line start
-        self._flush_prose(out, len(s), advance_line(line, s, i, len(s)))
+        self._flush_prose(len(s), advance_line(line, s, i, len(s)))
         return False
 
-    def _flush_prose(self, out: list[Event], p: int, line: bool) -> None:
+    def _flush_prose(self, p: int, line: bool) -> None:
         """Emit ``buf[:p]`` as text; ``line`` is the line-start flag at ``p``."""
         if p:
-            out.append(Text(self._buf[:p]))
+            self._out.text(Text, self._buf[:p])
             self._tail = (self._tail + self._buf[max(0, p - 16) : p])[-16:]
         self._buf, self._line_start = self._buf[p:], line
 
-    def _text(self, out: list[Event], seg: str) -> None:
+    def _text(self, seg: str) -> None:
         if seg:
-            out.append(Text(seg))
+            self._out.text(Text, seg)
             self._line_start = advance_line(self._line_start, seg, 0, len(seg))
             self._tail = (self._tail + seg[-16:])[-16:]
 
@@ -218,16 +223,16 @@ class HermesParser:
         self._after_block = False
         return True
 
-    def _broken_tag(self, out: list[Event], raw: str) -> None:
+    def _broken_tag(self, raw: str) -> None:
         """``<tool_call`` that never becomes a tag is broken markup: reported, never shown."""
-        out.append(Malformed(raw, f"broken tag {raw!r}"))
+        self._out.push(Malformed(raw, f"broken tag {raw!r}"))
         self._join = True
 
-    def _on_tag(self, out: list[Event], tag: str, raw: str) -> None:
+    def _on_tag(self, tag: str, raw: str) -> None:
         if tag == BROKEN:
-            self._broken_tag(out, raw)
+            self._broken_tag(raw)
         elif tag == OPEN:
-            if not self._cut(out):
+            if not self._cut():
                 self._state = _State.BLOCK_OPEN
         elif tag == THINK:
             self._state = _State.THINK
@@ -236,7 +241,7 @@ class HermesParser:
         else:  # a stray closing tag is markup: dropped
             self._end_block()
 
-    def _open_fence(self, out: list[Event]) -> bool:
+    def _open_fence(self) -> bool:
         s = self._buf
         if not s.startswith(FENCE):
             return False
@@ -244,18 +249,18 @@ class HermesParser:
         if at is None:
             return False
         if at < 0:
-            self._text(out, FENCE)
+            self._text(FENCE)
             self._buf, self._state = s[len(FENCE) :], _State.FENCE
         else:
             self._start_candidate(s[at:], s[:at], fenced=True)
         return True
 
-    def _step_think(self, out: list[Event]) -> bool:
+    def _step_think(self) -> bool:
         s = self._buf
         p = s.find(THINK_END)
         cut = len(s) - partial_marker_len(s, (THINK_END,)) if p < 0 else p
         if cut:
-            out.append(Reasoning(s[:cut]))
+            self._out.text(Reasoning, s[:cut])
         if p < 0:
             self._buf = s[cut:]
             return False
@@ -263,15 +268,15 @@ class HermesParser:
         self._end_block()
         return True
 
-    def _step_fence(self, out: list[Event]) -> bool:
+    def _step_fence(self) -> bool:
         s = self._buf
         p = s.find(FENCE)
         if p < 0:
             cut = len(s) - partial_marker_len(s, (FENCE,))
-            self._text(out, s[:cut])
+            self._text(s[:cut])
             self._buf = s[cut:]
             return False
-        self._text(out, s[: p + len(FENCE)])
+        self._text(s[: p + len(FENCE)])
         self._buf, self._state = s[p + len(FENCE) :], _State.TEXT
         return True
 
@@ -285,14 +290,14 @@ class HermesParser:
         self._buf, self._prefix, self._fenced, self._c.sc = s, prefix, fenced, None
         self._state = _State.CANDIDATE
 
-    def _step_candidate(self, out: list[Event]) -> bool:
+    def _step_candidate(self) -> bool:
         if self._c.sc is None:
             verdict = call_prefix(self._buf)
             if verdict is None:
                 return False
             if not verdict:
                 s = self._buf
-                self._release(out, "{")
+                self._release("{")
                 self._buf = s[1:]
                 return True
             self._c.new_object(OUTSIDE_BARE)
@@ -306,51 +311,51 @@ class HermesParser:
         sc.commit(s[:p])
         if tag == CLOSE:
             self._buf = s[p + len(CLOSE) :]
-            self._candidate_block(out)
+            self._candidate_block()
             return True
         self._buf = s[p:]
         if why is Scan.DONE:
-            if not self._decide(out, sc.text(), ()):
-                self._release(out, sc.text())
+            if not self._decide(sc.text(), ()):
+                self._release(sc.text())
         elif tag:  # a marker outside any string: this was prose
-            self._release(out, sc.text())
+            self._release(sc.text())
         elif sc.size + len(self._buf) >= _BARE_CAP:  # too long for a call: flush exactly the cap
             k = _BARE_CAP - sc.size
             head, self._buf = self._buf[:k], self._buf[k:]
-            self._release(out, sc.text() + head)
+            self._release(sc.text() + head)
         else:
             return False
         return True
 
-    def _release(self, out: list[Event], body: str) -> None:
+    def _release(self, body: str) -> None:
         """The candidate is prose after all: emit it exactly as written (tags inside it excepted)."""
         text = self._prefix + body
         if not self._fenced and MARKUP.search(text):
-            out.append(Malformed(text, "tags inside a JSON object in prose"))
+            self._out.push(Malformed(text, "tags inside a JSON object in prose"))
             text = strip_markup(text)
-        self._text(out, text)
+        self._text(text)
         self._prefix, self._c.sc, self._join = "", None, True
         self._state = _State.FENCE if self._fenced else _State.TEXT
 
-    def _decide(self, out: list[Event], raw: str, extra: tuple[str, ...]) -> bool:
+    def _decide(self, raw: str, extra: tuple[str, ...]) -> bool:
         """Make a balanced bare object a call if it names a tool and has arguments."""
         found = self._c.bare_call(raw)
         if found is None:
             return False
         raw_block, self._prefix = self._prefix + raw, ""
-        if not self._cut(out):
-            self._c.finish_call(out, found[0], found[1], raw_block, extra, self._c.fragment(raw))
+        if not self._cut():
+            self._c.finish_call(found[0], found[1], raw_block, extra, self._c.fragment(raw))
             self._end_block(self._fenced)
         return True
 
-    def _candidate_block(self, out: list[Event]) -> None:
+    def _candidate_block(self) -> None:
         """A bare object followed by ``</tool_call>``: a block whose opening tag was dropped."""
         raw, self._prefix = self._c.scanner().text(), ""
-        if not self._cut(out):
-            self._c.finish_object(out, raw, raw + CLOSE)
+        if not self._cut():
+            self._c.finish_object(raw, raw + CLOSE)
             self._end_block(self._fenced)
 
-    def _step_fence_tail(self, out: list[Event]) -> bool:
+    def _step_fence_tail(self) -> bool:
         s = self._buf
         k, j = _WS.match(s).end(), _SEP.match(s).end()  # type: ignore[union-attr]
         if j > k and j <= MAX_HOLDBACK:  # commas: held before a next object, as after a block
@@ -375,7 +380,7 @@ class HermesParser:
 
     # ---- <tool_call> blocks --------------------------------------------------------------
 
-    def _step_block_open(self, out: list[Event]) -> bool:
+    def _step_block_open(self) -> bool:
         s = self._buf = self._buf[_WS.match(self._buf).end() :]  # type: ignore[union-attr]
         if not s:
             return False
@@ -385,7 +390,7 @@ class HermesParser:
         if tag == OPEN:  # a repeated opening tag
             self._buf = s[len(OPEN) :]
         elif tag == CLOSE:
-            self._c.fail(out, OPEN + CLOSE, "empty <tool_call> block")
+            self._calls.fail(OPEN + CLOSE, "empty <tool_call> block")
             self._buf = s[len(CLOSE) :]
             self._end_block()
         elif s[0] == "{":
@@ -395,7 +400,7 @@ class HermesParser:
             self._parts, self._state = [], _State.BLOCK_RAW
         return True
 
-    def _step_block_object(self, out: list[Event]) -> bool:
+    def _step_block_object(self) -> bool:
         sc, s, i = self._c.scanner(), self._buf, 0
         while True:
             p, why = sc.scan(s, i, len(s))
@@ -403,19 +408,19 @@ class HermesParser:
             if tag is not None:
                 break
             i = p + 1
-        self._c.commit(out, s[:p])
+        self._c.commit(s[:p])
         self._buf = s[p + len(CLOSE) :] if tag == CLOSE else s[p:]
         if tag:  # a tag outside any string ends the block, even with brackets still open
-            self._c.finish_object(out, sc.text(), OPEN + sc.text() + (CLOSE if tag == CLOSE else ""))
+            self._c.finish_object(sc.text(), OPEN + sc.text() + (CLOSE if tag == CLOSE else ""))
             self._end_block()
         elif why is Scan.DONE:
-            self._c.finish_object(out, sc.text(), OPEN + sc.text())
+            self._c.finish_object(sc.text(), OPEN + sc.text())
             self._parts, self._state = [], _State.BLOCK_AFTER
         else:
             return False
         return True
 
-    def _step_block_raw(self, out: list[Event]) -> bool:
+    def _step_block_raw(self) -> bool:
         s = self._buf
         found = find_first(s, BLOCK_TAGS)
         if found is None:
@@ -426,12 +431,12 @@ class HermesParser:
         p, tag = found
         self._parts.append(s[:p])
         self._buf = s[p + len(CLOSE) :] if tag == CLOSE else s[p:]
-        self._finish_raw(out)
+        self._finish_raw()
         if self._state is not _State.DONE:
             self._end_block()
         return True
 
-    def _step_block_after(self, out: list[Event]) -> bool:
+    def _step_block_after(self) -> bool:
         if not self._parts:  # separators between call objects; inside junk they are part of it
             self._buf = self._buf[_SEP.match(self._buf).end() :]  # type: ignore[union-attr]
         s = self._buf
@@ -441,11 +446,11 @@ class HermesParser:
         if tag == "":
             return False
         if tag:
-            self._flush_junk(out)
+            self._flush_junk()
             self._buf = s[len(CLOSE) :] if tag == CLOSE else s
             self._end_block()
         elif s[0] == "{" and not self._parts:  # another call object in the same block
-            if not self._cut(out):
+            if not self._cut():
                 self._c.new_object(OUTSIDE_BLOCK)
                 self._state = _State.BLOCK_OBJECT
         else:
@@ -455,76 +460,76 @@ class HermesParser:
             return q >= 0
         return True
 
-    def _flush_junk(self, out: list[Event]) -> None:
+    def _flush_junk(self) -> None:
         if self._parts:
-            out.append(Malformed("".join(self._parts), "unexpected text after the call object in <tool_call>"))
+            self._out.push(Malformed("".join(self._parts), "unexpected text after the call object in <tool_call>"))
             self._parts = []
 
     # ---- calls -------------------------------------------------------------------------------
 
-    def _cut(self, out: list[Event]) -> bool:
+    def _cut(self) -> bool:
         """At a new call past ``max_calls``: report the cut point and ignore the rest."""
-        if not self._c.full:
+        if not self._calls.cut():
             return False
-        out.append(SecondToolStarted(self._c.count))
         self._state, self._buf = _State.DONE, ""
         return True
 
-    def _finish_raw(self, out: list[Event]) -> None:
+    def _finish_raw(self) -> None:
         """Finalize a block body that did not open with ``{``: a list of calls, a fenced object..."""
         body, self._parts = "".join(self._parts).strip(), []
-        self._c.finish_raw(out, body, self._cut)
+        self._c.finish_raw(body, self._cut)
 
     # ---- end of output -----------------------------------------------------------------------
 
-    def _close_text(self, out: list[Event], finish: FinishReason) -> None:
+    def _close_text(self, finish: FinishReason) -> None:
         s = self._buf
         while self._join and (rest := join_rest(self._tail, s, 0, final=True)):
             s = s[len(rest) :]
         m = LOOSE_TAG.match(s)
         if m is not None or (len(s) >= len("<tool") and (OPEN.startswith(s) or CLOSE.startswith(s))):
-            self._broken_tag(out, m.group(1) if m else s)  # output ends inside a tag
+            self._broken_tag(m.group(1) if m else s)  # output ends inside a tag
             s = s[m.end(1) :] if m else ""
         if not (self._after_block and _WS.fullmatch(s)):
-            self._text(out, s)
+            self._text(s)
 
-    def _close_fence(self, out: list[Event], finish: FinishReason) -> None:
-        self._text(out, self._buf)
+    def _close_fence(self, finish: FinishReason) -> None:
+        self._text(self._buf)
 
-    def _close_think(self, out: list[Event], finish: FinishReason) -> None:
+    def _close_think(self, finish: FinishReason) -> None:
         if self._buf:
-            out.append(Reasoning(self._buf))
+            self._out.text(Reasoning, self._buf)
 
-    def _close_quietly(self, out: list[Event], finish: FinishReason) -> None:
-        self._flush_junk(out)  # what is held here is whitespace, a partial tag or junk
+    def _close_quietly(self, finish: FinishReason) -> None:
+        self._flush_junk()  # what is held here is whitespace, a partial tag or junk
 
-    def _close_candidate(self, out: list[Event], finish: FinishReason) -> None:
+    def _close_candidate(self, finish: FinishReason) -> None:
         sc = self._c.sc
-        if sc is not None and not sc.quote and not _truncated(finish):  # cut by a stop string?
+        if sc is not None and not sc.quote and not truncated(finish):  # cut by a stop string?
             closers = sc.closers()
-            if self._decide(out, sc.text() + closers, ("unclosed_brackets",) if closers else ()):
+            if self._decide(sc.text() + closers, ("unclosed_brackets",) if closers else ()):
                 return
-        self._release(out, (sc.text() if sc is not None else "") + self._buf)
+        self._release((sc.text() if sc is not None else "") + self._buf)
 
-    def _close_block_open(self, out: list[Event], finish: FinishReason) -> None:
-        self._c.fail(out, OPEN + self._buf, "empty <tool_call> block")
+    def _close_block_open(self, finish: FinishReason) -> None:
+        raw_block = OPEN + self._buf
+        self._calls.close_block(finish, raw_block, lambda: self._calls.fail(raw_block, "empty <tool_call> block"))
 
-    def _close_block_object(self, out: list[Event], finish: FinishReason) -> None:
+    def _close_block_object(self, finish: FinishReason) -> None:
         sc = self._c.scanner()
         raw_block = OPEN + sc.text() + (self._buf if sc.quote else "")
-        if _truncated(finish):
-            self._c.fail(out, raw_block, f"<tool_call> block truncated (finish_reason={finish})")
-        elif sc.quote:
-            self._c.fail(out, raw_block, "<tool_call> block ends inside a JSON string")
-        else:  # the server dropped the `</tool_call>` stop string: complete the block
-            self._c.finish_object(out, sc.text(), raw_block)
+        self._calls.close_block(finish, raw_block, lambda: self._complete_block_object(raw_block))
 
-    def _close_block_raw(self, out: list[Event], finish: FinishReason) -> None:
-        self._parts.append(self._buf)
-        if _truncated(finish):
-            self._c.fail(out, OPEN + "".join(self._parts), f"<tool_call> block truncated (finish_reason={finish})")
+    def _complete_block_object(self, raw_block: str) -> None:
+        """The server dropped the `</tool_call>` stop string: complete the block, unless inside a string."""
+        sc = self._c.scanner()
+        if sc.quote:
+            self._calls.fail(raw_block, "<tool_call> block ends inside a JSON string")
         else:
-            self._finish_raw(out)
+            self._c.finish_object(sc.text(), raw_block)
+
+    def _close_block_raw(self, finish: FinishReason) -> None:
+        self._parts.append(self._buf)
+        self._calls.close_block(finish, OPEN + "".join(self._parts), self._finish_raw)
 
 
 # ---- the format ------------------------------------------------------------------------------
@@ -548,6 +553,9 @@ class HermesFormat:
         # `</tool_call>` ends generation after the first block (servers usually leave it out of the
         # text: close() completes the block); `<tool_response>` stops an invented result.
         return (CLOSE, RESPONSE)
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return (CLOSE,)  # every block ends with it, the next block follows
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return HermesParser(tools, max_calls)

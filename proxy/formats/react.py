@@ -19,16 +19,16 @@ are joined by a newline. ``Observation:`` before any Action is Reasoning.
 Answer fallback: small models sometimes end a turn without ``Final Answer:``, writing the answer as
 an ``Observation:`` (imitating the tool result in the history) or as a bare ``Thought:``. Those
 sections stream as Reasoning, since a ``Final Answer:`` or an Action may still follow. At ``close()``
-(not for a ``length`` cut: a cut-off thought may be a call's preamble), if the output had no
-``Final Answer:`` marker, no Action block (started, malformed or cut) and no
-non-blank Text, the text of the last ``Observation:`` section, or else of the last ``Thought:``
+(not when the output was cut, ``length`` or ``content_filter``: a cut-off thought may be a call's
+preamble), if the output had no ``Final Answer:`` marker, no Action block (started, malformed or cut)
+and no non-blank Text, the text of the last ``Observation:`` section, or else of the last ``Thought:``
 section, is emitted once more as Text (stripped; at most ``KEEP_LIMIT`` characters are kept per
 section, so the cost is bounded), unless a line of it starts with ``Action:`` / ``Action Input:``
 (call markup glued to a marker is never an answer). The rule only looks at what the whole output
 contains, so it gives the same events in any chunking. ``<think>`` text never becomes content, and an
 ``Observation:`` after a call is still an invented tool result that ends the turn.
 
-States and transitions (one method per state, see ``_ReactParser._handlers``)::
+States and transitions (one ``_step_*`` method per state, see ``_ReactParser._steps``)::
 
     PROSE        --"Thought:"/"Final Answer:"--> PROSE (switch channel)
                  --"<think>"-->                  THINK --"</think>"--> PROSE
@@ -46,15 +46,16 @@ States and transitions (one method per state, see ``_ReactParser._handlers``)::
 
 The JSON object is scanned with its string state (both quote kinds, escapes) tracked, so a
 ``"\\nAction:"`` inside a string value never ends the input; its raw text streams as
-ToolCallArgs. Arguments are repaired and validated once, by ``finalize_call``.
+ToolCallArgs. Arguments are repaired and validated once, by ``finalize_call``. Call slots, the cut and
+the end-of-output rule for an open block (``length`` / ``content_filter``: Malformed): ``_calls``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import IntEnum, auto
 
-from ._args import ToolIndex, finalize_call
+from ._calls import CallSlots, truncated
 from ._react_lines import (
     FENCE,
     FENCE_TAG,
@@ -81,52 +82,44 @@ from ._text import MAX_HOLDBACK, EventBuffer, TextKind, partial_marker_len
 from .base import (
     Event,
     FinishReason,
-    Malformed,
     Reasoning,
-    SecondToolStarted,
     StreamParser,
     Text,
-    ToolCallArgs,
-    ToolCallEnd,
     ToolCallRecord,
-    ToolCallStart,
     ToolChoice,
     ToolSpec,
 )
 
 
-class _State(Enum):
-    PROSE = "prose"
-    THINK = "think"
-    ACTION_NAME = "action_name"
-    AWAIT_INPUT = "await_input"
-    INPUT_START = "input_start"
-    INPUT_JSON = "input_json"
-    INPUT_RAW = "input_raw"
-    INPUT_AFTER = "input_after"
-    DONE = "done"
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
+    PROSE = auto()
+    THINK = auto()
+    ACTION_NAME = auto()
+    AWAIT_INPUT = auto()
+    INPUT_START = auto()
+    INPUT_JSON = auto()
+    INPUT_RAW = auto()
+    INPUT_AFTER = auto()
+    DONE = auto()
 
 
 class _ReactParser:
     """Sans-IO ReAct parser for one response (see the module docstring for the states)."""
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int) -> None:
-        self._index = ToolIndex(tools)
-        self._specs = {t.name: t for t in tools}
-        self._max_calls = max_calls
-        self._calls = 0  # ToolCallStart events emitted
+        self._out = EventBuffer()
+        self._calls = CallSlots(tools, max_calls, self._out)
         self._blocks = 0  # Action blocks seen, started or not
         self._state = _State.PROSE
-        self._handlers: dict[_State, Callable[[bool], bool]] = {
-            _State.PROSE: self._prose, _State.THINK: self._think, _State.ACTION_NAME: self._action_name,
-            _State.AWAIT_INPUT: self._await_input, _State.INPUT_START: self._input_start,
-            _State.INPUT_JSON: self._input_json, _State.INPUT_RAW: self._input_raw,
-            _State.INPUT_AFTER: self._input_after, _State.DONE: lambda final: False,
+        self._steps: dict[_State, Callable[[], bool]] = {
+            _State.PROSE: self._step_prose, _State.THINK: self._step_think, _State.ACTION_NAME: self._step_action_name,
+            _State.AWAIT_INPUT: self._step_await_input, _State.INPUT_START: self._step_input_start,
+            _State.INPUT_JSON: self._step_input_json, _State.INPUT_RAW: self._step_input_raw,
+            _State.INPUT_AFTER: self._step_input_after,
         }
-        self._buf, self._pos = "", 0
+        self._buf, self._pos, self._final = "", 0, False  # _final: close() is running, no more input comes
         self._line_start, self._in_fence = True, False
         self._section, self._outer = Section(Text, strip=False), Section(Text)
-        self._out = EventBuffer()
         self._emitted: set[TextKind] = set()  # channels that already got text, for the section separator
         self._answered = False  # a Final Answer marker or an Action block: no answer fallback
         self._has_text = False  # non-blank Text was emitted: no answer fallback
@@ -136,7 +129,6 @@ class _ReactParser:
 
     def _reset_block(self) -> None:
         self._name: str | None = None
-        self._call_index: int | None = None
         self._name_parts: list[str] = []
         self._raw: list[str] = []  # the whole block as written, for Malformed
         self._args: list[str] = []  # the Action Input text
@@ -148,25 +140,26 @@ class _ReactParser:
         if self._state is _State.DONE:
             return []
         self._buf, self._pos = self._buf[self._pos :] + text, 0
-        return self._drive(final=False)
+        self._run()
+        return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE:
             return []
-        self._buf, self._pos = self._buf[self._pos :], 0
-        self._drive(final=True)
-        self._end_block(self._buf[self._pos :], truncated=finish_reason == "length")
+        self._buf, self._pos, self._final = self._buf[self._pos :], 0, True
+        self._run()
+        self._end_block(finish_reason)
         if self._state in (_State.PROSE, _State.THINK) and self._section.pending:
             self._emit_text(self._section.channel, self._section.pending)  # trailing whitespace of the output
         self._state = _State.DONE
-        if finish_reason != "length":  # a cut-off thought may be a call's preamble, not an answer
+        if not truncated(finish_reason):  # a cut-off thought may be a call's preamble, not an answer
             self._answer_fallback()
         return self._out.take()
 
-    def _drive(self, final: bool) -> list[Event]:
-        while self._handlers[self._state](final):
+    def _run(self) -> None:
+        """Run the current state's step until one needs more input or the parser is DONE."""
+        while self._state is not _State.DONE and self._steps[self._state]():
             pass
-        return self._out.take() if not final else []
 
     # ---- output ----------------------------------------------------------------------
 
@@ -210,12 +203,12 @@ class _ReactParser:
 
     # ---- states ----------------------------------------------------------------------
 
-    def _prose(self, final: bool) -> bool:
+    def _step_prose(self) -> bool:
         buf, pos = self._buf, self._pos
         if pos >= len(buf):
             return False
         if self._line_start:
-            info = classify_line(buf, pos, final)
+            info = classify_line(buf, pos, self._final)
             if info is None:
                 return False
             self._line_start = False
@@ -233,7 +226,7 @@ class _ReactParser:
                 self._pos = think + len(THINK_OPEN)
                 self._state, self._outer, self._section = _State.THINK, self._section, Section(Reasoning)
                 return True
-            if not at_line and not final:
+            if not at_line and not self._final:
                 stop -= partial_marker_len(buf[max(pos, stop - len(THINK_OPEN)) : stop], (THINK_OPEN,))
         self._say(buf[pos:stop])
         self._pos, self._line_start = stop, at_line
@@ -262,15 +255,14 @@ class _ReactParser:
             self._to_prose(Text, line_start=False)
         elif marker is Marker.OBSERVATION:
             self._state = _State.DONE  # the model is inventing a tool result: nothing after it counts
-        elif self._calls >= self._max_calls:
-            self._out.push(SecondToolStarted(self._calls))
+        elif self._calls.cut():
             self._state = _State.DONE
         else:
             self._reset_block()
             self._raw.append(raw)
             self._state = _State.ACTION_NAME if marker is Marker.ACTION else _State.INPUT_START
 
-    def _think(self, final: bool) -> bool:
+    def _step_think(self) -> bool:
         buf, pos = self._buf, self._pos
         end = buf.find(THINK_CLOSE, pos)
         if end != -1:
@@ -280,13 +272,13 @@ class _ReactParser:
             self._section.strip = self._section.strip or not self._section.started
             return True
         stop = len(buf)
-        if not final:
+        if not self._final:
             stop -= partial_marker_len(buf[max(pos, stop - len(THINK_CLOSE)) :], (THINK_CLOSE,))
         self._say(buf[pos:stop])
         self._pos = stop
         return False
 
-    def _action_name(self, final: bool) -> bool:
+    def _step_action_name(self) -> bool:
         buf, pos = self._buf, self._pos
         nl = buf.find("\n", pos)
         stop = len(buf) if nl == -1 else nl + 1
@@ -301,11 +293,7 @@ class _ReactParser:
     def _complete_name(self) -> None:
         """The Action line is complete: announce the call if its name resolves to a tool."""
         self._name = clean_name("".join(self._name_parts))
-        resolved, _ = self._index.resolve(self._name)
-        if resolved is not None:
-            self._call_index = self._calls
-            self._calls += 1
-            self._out.push(ToolCallStart(self._call_index, resolved))
+        self._calls.start(self._name)
         self._state = _State.AWAIT_INPUT
 
     def _skip_space(self) -> int:
@@ -315,14 +303,14 @@ class _ReactParser:
         self._pos = end
         return end
 
-    def _await_input(self, final: bool) -> bool:
+    def _step_await_input(self) -> bool:
         buf, pos = self._buf, self._skip_space()
         if pos >= len(buf):
             return False
         if buf[pos] == "{" or buf.startswith(FENCE, pos):
             self._state = _State.INPUT_START
             return True
-        info = classify_line(buf, pos, final)
+        info = classify_line(buf, pos, self._final)
         if info is None:
             return False
         if info[1] is Marker.ACTION_INPUT:
@@ -332,7 +320,7 @@ class _ReactParser:
             self._finish_block(None)
         return True
 
-    def _input_start(self, final: bool) -> bool:
+    def _step_input_start(self) -> bool:
         buf, pos = self._buf, self._skip_space()
         if pos >= len(buf):
             return False
@@ -347,12 +335,12 @@ class _ReactParser:
             return True
         if buf.startswith(FENCE, pos):
             tag_end = FENCE_TAG.match(buf, pos + 3).end()  # type: ignore[union-attr]
-            if tag_end == len(buf) and tag_end - pos < 35 and not final:
+            if tag_end == len(buf) and tag_end - pos < 35 and not self._final:
                 return False
             self._raw.append(buf[pos:tag_end])
             self._pos, self._fenced = tag_end, True
             return True
-        info = classify_line(buf, pos, final)
+        info = classify_line(buf, pos, self._final)
         if info is None:
             return False
         if info[0] is Line.MARKER:
@@ -361,7 +349,7 @@ class _ReactParser:
             self._state, self._arg_line_start = _State.INPUT_RAW, False
         return True
 
-    def _input_json(self, final: bool) -> bool:
+    def _step_input_json(self) -> bool:
         buf, n = self._buf, len(self._buf)
         start = pos = self._pos
         while pos < n:
@@ -372,7 +360,7 @@ class _ReactParser:
                 pos, self._quote = pos + 1, ""
                 continue
             if self._arg_line_start:
-                info = classify_line(buf, pos, final, strict=True)
+                info = classify_line(buf, pos, self._final, strict=True)
                 if info is None:
                     break
                 if info[0] is Line.MARKER or (info[0] is Line.FENCE and self._fenced):
@@ -405,8 +393,7 @@ class _ReactParser:
         if piece:
             self._args.append(piece)
             self._raw.append(piece)
-            if self._call_index is not None:
-                self._out.push(ToolCallArgs(self._call_index, piece))
+            self._calls.args(piece)
 
     def _end_input_at_line(self, info: LineInfo) -> bool:
         """A marker line (or the closing fence) ended the Action Input: finalize what there is."""
@@ -418,11 +405,11 @@ class _ReactParser:
         self._line_start = not fence
         return True
 
-    def _input_raw(self, final: bool) -> bool:
+    def _step_input_raw(self) -> bool:
         buf, n, pos = self._buf, len(self._buf), self._pos
         while pos < n:
             if self._arg_line_start:
-                info = classify_line(buf, pos, final)
+                info = classify_line(buf, pos, self._final)
                 if info is None:
                     break
                 if info[0] is Line.MARKER or (info[0] is Line.FENCE and self._fenced):
@@ -437,14 +424,14 @@ class _ReactParser:
         self._pos = pos
         return False
 
-    def _input_after(self, final: bool) -> bool:
+    def _step_input_after(self) -> bool:
         """After the JSON object: swallow the closing fence of a fenced input, then back to prose."""
         buf, pos = self._buf, self._pos
         if self._fenced:
             end = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
             if buf.startswith(FENCE, end):
                 self._pos = end + 3
-            elif not final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and FENCE.startswith(buf[end:]):
+            elif not self._final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and FENCE.startswith(buf[end:]):
                 return False
         self._to_prose(Text, line_start=False)
         self._reset_block()
@@ -452,46 +439,44 @@ class _ReactParser:
 
     # ---- finishing a block -------------------------------------------------------------
 
-    def _end_block(self, leftover: str, truncated: bool) -> None:
-        """End of output inside a block: complete it if unambiguous, else Malformed."""
+    def _end_block(self, finish_reason: FinishReason) -> None:
+        """End of output inside a block: the truncation rule, else ``_complete_block``."""
         state = self._state
         if state in (_State.PROSE, _State.THINK, _State.INPUT_AFTER, _State.DONE):
             return
+        leftover = self._buf[self._pos :]
         self._raw.append(leftover)
-        if state is _State.ACTION_NAME and not truncated:
+        self._calls.close_block(finish_reason, "".join(self._raw), lambda: self._complete_block(state, leftover))
+
+    def _complete_block(self, state: _State, leftover: str) -> None:
+        """The output ended in a block (a stop sequence may have eaten the rest): finalize what there is."""
+        if state is _State.ACTION_NAME:
             self._name_parts.append(leftover)
             self._complete_name()
         elif state in (_State.INPUT_JSON, _State.INPUT_RAW):
             self._args.append(leftover)
-        if truncated:
-            reason = "tool block truncated (finish_reason length)"
-            self._out.push(Malformed("".join(self._raw), reason, self._call_index))
-            self._reset_block()
-        else:
-            self._finish_block("".join(self._args) if state is not _State.AWAIT_INPUT else None)
+        self._finish_block("".join(self._args) if state is not _State.AWAIT_INPUT else None)
 
     def _finish_block(self, raw_input: str | None, after: _State = _State.PROSE) -> None:
         """Finalize the call (ToolCallEnd or Malformed) and continue in ``after``."""
         self._blocks += 1
         raw = "".join(self._raw)
         if self._name is None:
-            self._out.push(Malformed(raw, "Action Input without an Action line", None))
+            self._calls.fail(raw, "Action Input without an Action line")
         else:
-            self._out.push(self._finalize(self._name, raw_input or "", raw))
+            self._finalize(self._name, raw_input or "", raw)
         if after is _State.PROSE:
             self._to_prose(Text, line_start=True)
             self._reset_block()
         else:
             self._state = after
 
-    def _finalize(self, name: str, text: str, raw: str) -> Event:
+    def _finalize(self, name: str, text: str, raw: str) -> None:
+        """End the call: the Action Input read as JSON, or as the value of the tool's one string parameter."""
         text = text.strip()
-        spec = None if text.startswith(("{", "[")) or not text else self._specs.get(self._index.resolve(name)[0] or "")
+        spec = None if text.startswith(("{", "[")) or not text else self._calls.spec(name)
         arguments, extra = input_arguments(text, spec)
-        outcome = finalize_call(self._index, name, arguments)
-        if outcome.ok and self._call_index is not None and outcome.arguments is not None:
-            return ToolCallEnd(self._call_index, outcome.name, outcome.arguments, outcome.repairs + extra)
-        return Malformed(raw, outcome.error or f"unknown tool {name!r}", self._call_index)
+        self._calls.finish(name, arguments, raw, after=extra)
 
 
 class ReactFormat:
@@ -505,16 +490,14 @@ class ReactFormat:
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return "\n".join(f"Action: {c.name}\nAction Input: {arguments_line(c.arguments)}" for c in calls)
 
-    def render_turn(self, content: str, calls: Sequence[ToolCallRecord]) -> str:
-        """A whole assistant turn of the history: its content as a Thought, then its calls."""
-        thought = f"Thought: {content.strip()}" if content.strip() else ""
-        return "\n".join(part for part in (thought, self.render_calls(calls)) if part)
-
     def render_result(self, name: str, content: str) -> str:
         return f"Observation: {content}"
 
     def stop_sequences(self) -> tuple[str, ...]:
         return ("\nObservation:",)
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return ()  # Action blocks follow each other without an Observation line
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return _ReactParser(tools, max_calls)

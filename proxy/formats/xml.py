@@ -19,7 +19,7 @@ Results render as ``<tool_result:NAME>`` blocks, a tag family the parser never t
 end a block without cutting its close; stopping where the model starts to imitate a result stops it after its
 last block instead. A ``<tool_result`` that reaches the parser anyway is treated as that stop (rest dropped).
 
-Parser states (``_State``, one ``_step_*`` method each) and transitions:
+Parser states (``_State``, one ``_step_*`` method each, see ``XmlParser._steps``) and transitions:
 
 * PROSE: text. ``<tool:`` -> TOOL_TAG; ``</tool:``/``<param:``/``</param:`` -> STRAY_TAG; ``<think>`` -> THINK;
   ``</think>`` dropped; ``<tool_result`` -> DONE. Inside a ``` fence or an inline `code` span markers are text.
@@ -37,7 +37,8 @@ Parser states (``_State``, one ``_step_*`` method each) and transitions:
 
 At ``close("stop")`` an open block whose params are all closed is completed (the server may have stopped
 before ``</tool:NAME>``); so is an unclosed last param when nothing in it looks like markup. With ``"length"``
-an open block is Malformed. Unknown tools get no ToolCallStart: the block becomes Malformed without an index.
+or ``"content_filter"`` an open block is Malformed (the truncation rule of ``_calls``). Unknown tools get no
+ToolCallStart: the block becomes Malformed without an index. Call slots, the cut and finishing a call: ``_calls``.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum, auto
 
-from ._args import ToolIndex, finalize_call
+from ._calls import CallSlots
 from ._prompt import choice_instruction, describe_tools
 from ._text import EventBuffer, TextKind
 from ._xml_render import EXAMPLE, SYNTAX, call_arguments, read_arguments, render_call, trim_value
@@ -56,12 +57,9 @@ from .base import (
     FinishReason,
     Malformed,
     Reasoning,
-    SecondToolStarted,
     StreamParser,
     Text,
-    ToolCallEnd,
     ToolCallRecord,
-    ToolCallStart,
     ToolChoice,
     ToolSpec,
 )
@@ -72,23 +70,20 @@ _CLOSE_THINK = "</think>"
 _BODY_TAGS = ("<param:", "</tool:", "<tool:")
 _MAX_NAME = 100  # longest tag name accepted; bounds what TOOL_TAG/PARAM_TAG/END_TAG hold back
 _NAME_RE = re.compile(rf"[^<>\r\n]{{0,{_MAX_NAME + 1}}}")
-_TRUNCATING = ("length", "content_filter")
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
 
-class _State(Enum):
-    """Parser states; each value names the method that handles it."""
-
-    PROSE = "_step_prose"
-    THINK = "_step_think"
-    TOOL_TAG = "_step_tool_tag"
-    STRAY_TAG = "_step_stray_tag"
-    BODY = "_step_body"
-    PARAM_TAG = "_step_param_tag"
-    VALUE = "_step_value"
-    END_TAG = "_step_end_tag"
-    DONE = ""
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
+    PROSE = auto()
+    THINK = auto()
+    TOOL_TAG = auto()
+    STRAY_TAG = auto()
+    BODY = auto()
+    PARAM_TAG = auto()
+    VALUE = auto()
+    END_TAG = auto()
+    DONE = auto()
 
 
 class _Code(Enum):
@@ -106,8 +101,6 @@ class _Block:
     """The tool block being read: its raw text (for Malformed), params so far and repairs."""
 
     written: str
-    resolved: str | None
-    index: int | None
     raw: list[str]
     params: list[tuple[str, str]] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
@@ -137,10 +130,8 @@ class XmlParser:
     """Sans-IO parser for one response; see the module docstring for states and transitions."""
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
-        self._index = ToolIndex(tools)
-        self._specs = {t.name: t for t in tools}
-        self._max_calls = max_calls
-        self._calls = 0
+        self._out = EventBuffer()  # adjacent text pieces become one event
+        self._calls = CallSlots(tools, max_calls, self._out)
         self._buf = ""
         self._pos = 0
         self._state = _State.PROSE
@@ -153,17 +144,24 @@ class XmlParser:
         self._tail = ""  # the end of the content so far when it is a marker prefix, e.g. "<"
         self._resumed = False  # prose resumed after markup: check the junction with the content before it
         self._block: _Block | None = None
-        self._out = EventBuffer()  # adjacent text pieces become one event
-        self._steps: dict[_State, Callable[[], bool]] = {st: getattr(self, st.value) for st in _State if st.value}
+        self._steps: dict[_State, Callable[[], bool]] = {
+            _State.PROSE: self._step_prose, _State.THINK: self._step_think, _State.TOOL_TAG: self._step_tool_tag,
+            _State.STRAY_TAG: self._step_stray_tag, _State.BODY: self._step_body,
+            _State.PARAM_TAG: self._step_param_tag, _State.VALUE: self._step_value, _State.END_TAG: self._step_end_tag,
+        }
 
     def feed(self, text: str) -> list[Event]:
         if self._state is _State.DONE or not text:
             return []
         self._buf = self._buf[self._pos :] + text
         self._pos = 0
+        self._run()
+        return self._out.take()
+
+    def _run(self) -> None:
+        """Run the current state's step until one needs more input or the parser is DONE."""
         while self._state is not _State.DONE and self._steps[self._state]():
             pass
-        return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]
@@ -175,7 +173,7 @@ class XmlParser:
         elif state is _State.TOOL_TAG:
             self._out.push(Malformed("<tool:" + rest, "unfinished tool tag"))
         elif self._block is not None:
-            self._close_open_block(finish_reason in _TRUNCATING)
+            self._close_open_block(finish_reason)
         self._stop()
         return self._out.take()
 
@@ -317,16 +315,11 @@ class XmlParser:
         if not closed or not _valid_name(name):
             self._out.push(Malformed("<tool:" + raw + (">" if closed else ""), "malformed tool tag"))
             return True
-        if self._calls >= self._max_calls:
-            self._out.push(SecondToolStarted(self._calls))
+        if self._calls.cut():
             self._stop()
             return True
-        resolved, _ = self._index.resolve(name)
-        index = None
-        if resolved is not None:
-            index, self._calls = self._calls, self._calls + 1
-            self._out.push(ToolCallStart(index, resolved))
-        self._block = _Block(name, resolved, index, [f"<tool:{raw}>"])
+        self._calls.start(name)
+        self._block = _Block(name, [f"<tool:{raw}>"])
         self._state = _State.BODY
         if self_closing:
             self._end_block()
@@ -419,25 +412,22 @@ class XmlParser:
         blk = self._block
         assert blk is not None
         self._block, self._state, self._skip_nl = None, _State.PROSE, True
-        raw = "".join(blk.raw)
-        spec = self._specs.get(blk.resolved) if blk.resolved is not None else None
+        spec = self._calls.spec(blk.written)
         arguments = read_arguments(blk.params, spec.parameters) if spec is not None else None
-        outcome = finalize_call(self._index, blk.written, arguments)
-        if outcome.ok and outcome.arguments is not None and blk.index is not None:
-            repairs = (r for r in dict.fromkeys((*blk.repairs, *outcome.repairs)) if r not in _SYNTAX_COERCIONS)
-            self._out.push(ToolCallEnd(blk.index, outcome.name, outcome.arguments, tuple(repairs)))
-        else:
-            self._out.push(Malformed(raw, outcome.error or "invalid arguments", index=blk.index))
+        self._calls.finish(blk.written, arguments, "".join(blk.raw), before=blk.repairs, hide=_SYNTAX_COERCIONS)
 
-    def _close_open_block(self, truncated: bool) -> None:
-        """End of output inside a block: complete it when unambiguous, else Malformed."""
+    def _close_open_block(self, finish_reason: FinishReason) -> None:
+        """End of output inside a block: the truncation rule, else ``_complete_open_block``."""
+        assert self._block is not None
+        state, rest = self._state, self._consume(len(self._buf))
+        self._calls.close_block(finish_reason, "".join(self._block.raw), lambda: self._complete_open_block(state, rest))
+
+    def _complete_open_block(self, state: _State, rest: str) -> None:
+        """Complete a block the output ended in, when where it ends is unambiguous; else Malformed."""
         blk = self._block
         assert blk is not None
-        state, rest = self._state, self._consume(len(self._buf))
         reason = None
-        if truncated:
-            reason = "truncated: tool block not finished"
-        elif state is _State.PARAM_TAG or (state is _State.BODY and rest.startswith("<p")):
+        if state is _State.PARAM_TAG or (state is _State.BODY and rest.startswith("<p")):
             reason = "unfinished parameter tag"
         elif state is _State.VALUE:
             value = self._unclosed_value("".join(blk.value) + rest)
@@ -447,7 +437,7 @@ class XmlParser:
                 blk.params.append((blk.param, value))
                 blk.repairs.append("unclosed_param")
         if reason is not None:
-            self._out.push(Malformed("".join(blk.raw), reason, index=blk.index))
+            self._calls.fail("".join(blk.raw), reason)
             self._block = None
             return
         if state is not _State.END_TAG or rest.strip() != blk.written:
@@ -495,6 +485,9 @@ class XmlFormat:
 
     def stop_sequences(self) -> tuple[str, ...]:
         return ("<tool_result",)
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return ()  # `<tool_result` only starts an imitated result, never a call block
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
         return XmlParser(tools, max_calls)

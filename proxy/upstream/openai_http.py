@@ -27,6 +27,7 @@ from ..errors import (
     UpstreamUnavailable,
     upstream_http_error,
 )
+from ..jsoncodec import dumps
 from ..redact import REDACTOR
 from ..rules import UpstreamConfig
 from ..sse import DONE, SSEDecoder
@@ -101,7 +102,7 @@ class OpenAIUpstream:
     async def _post_chat(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
         """POST the allowlisted fields of ``body`` to the chat endpoint."""
         session = await self._session_ready()
-        data = json.dumps(chat_body(body, self._allowed), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = dumps(chat_body(body, self._allowed))
         payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
         try:
             return await session.post(self._base + "/chat/completions", data=payload,

@@ -88,6 +88,13 @@ def random_splits(text: str, seed: int, max_piece: int = 12) -> list[str]:
     return pieces
 
 
+def arbitrary_splits(text: str, seed: int, max_cuts: int = 25) -> list[str]:
+    """``text`` cut at up to ``max_cuts`` seeded random points anywhere (pieces of any length)."""
+    rng = random.Random(seed)
+    cuts = sorted({rng.randint(0, len(text)) for _ in range(rng.randint(0, max_cuts))})
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
 def chunkings(text: str, seeds: Sequence[int] = (1, 2, 3, 4, 5)) -> list[list[str]]:
     """Whole, one character at a time, and seeded random splits."""
     return [[text], list(text), *(random_splits(text, s) for s in seeds)]
@@ -152,7 +159,12 @@ def assert_same_in_all_chunkings(factory: ParserFactory, text: str, finish: Fini
 
 
 def load_golden(name: str) -> dict[str, dict[str, Any]]:
-    """The golden cases of format ``name`` (``golden/<name>/*.json``), by file stem, in name order."""
+    """The golden cases of format ``name`` (``golden/<name>/*.json``), by file stem, in name order.
+
+    A case file holds ``description``, the model ``output``, optional ``max_calls`` (1) and
+    ``finish_reason`` ("stop"), the ``expect``ed ``summarize`` result, and ``shows_markup: true`` when
+    its visible text legitimately contains the format's markup (a code fence, a mention, prose JSON).
+    """
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((GOLDEN_DIR / name).glob("*.json"))}
 
 

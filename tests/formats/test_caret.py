@@ -1,13 +1,12 @@
-"""Tests for the caret format: golden cases, chunking properties, rendering round trips."""
+"""Tests for the caret format's own behaviour: a chunking property over markup soup, events, header typing and
+rendering round trips. Golden cases, splits and linear time for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.formats import get_format
 from toolshim.formats.base import (
@@ -21,19 +20,9 @@ from toolshim.formats.base import (
 )
 from toolshim.formats.caret import CaretFormat
 
-from tests.formats.harness import (
-    assert_same_in_all_chunkings,
-    check_event_order,
-    check_golden,
-    feed_chunks,
-    golden_events,
-    load_golden,
-    merge,
-    summarize,
-)
+from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
 from tests.formats.tools import TOOLS
 
-CASES = load_golden("caret")
 FMT = CaretFormat()
 
 
@@ -45,65 +34,11 @@ def _parse(text: str, max_calls: int = 1, finish: Any = "stop") -> dict[str, Any
     return summarize(assert_same_in_all_chunkings(_factory(max_calls), text, finish))
 
 
-# ---- golden cases -----------------------------------------------------------------------------
-
-
-def test_required_golden_cases_exist() -> None:
-    required = {
-        "text_only", "tool_only", "text_then_tool", "two_tools_cut", "two_tools_max2", "multiline_diff",
-        "code_quotes_backslashes", "unicode", "arrays", "nested_objects", "repairable_json", "unrepairable",
-        "stop_cut_header", "stop_cut_body", "length_mid_block", "think", "marker_in_fence", "unknown_tool",
-        "near_miss_name",
-    }  # fmt: skip
-    assert required <= CASES.keys()
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FMT, CASES[name])
-
-
 def test_registered() -> None:
     assert isinstance(get_format("caret"), CaretFormat)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_no_markup_in_text(name: str) -> None:
-    """Outside fenced examples, no caret markup line ever reaches Text."""
-    events = golden_events(FMT, CASES[name])
-    text = "".join(e.text for e in events if isinstance(e, Text))
-    if "```" not in text:
-        lines = [ln.rstrip("\r") for ln in text.split("\n")]
-        assert not [ln for ln in lines if ln == "^^^" or ln == "---" or ln.startswith("^^^get")], text
-
-
 # ---- chunking properties ----------------------------------------------------------------------
-
-SPLIT_CASES = [
-    "text_then_tool",
-    "two_tools_max2",
-    "multiline_diff",
-    "think",
-    "marker_in_fence",
-    "empty_body_crlf",
-    "block_scalar",
-    "stray_close",
-    "code_quotes_backslashes",
-]
-
-
-@pytest.mark.parametrize("name", SPLIT_CASES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_random_split_points(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, finish, max_calls = case["output"], case.get("finish_reason", "stop"), case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    events = feed_chunks(_factory(max_calls), pieces, finish)
-    check_event_order(events)
-    assert merge(events) == merge(feed_chunks(_factory(max_calls), [text], finish))
-
 
 MARKUP = st.sampled_from(
     [
@@ -197,18 +132,6 @@ def test_header_typing_follows_schema() -> None:
     assert got["calls"] == [
         {"name": "search_docs", "arguments": {"query": "  padded ", "limit": 3, "exact": False, "tags": ["1", "b"]}}
     ]
-
-
-def test_long_body_is_linear_time() -> None:
-    """A 4 MB body fed in small chunks: a re-scanning parser would take minutes here."""
-    body = ("x = '^^^' + \"\\n\"  # ^^^\n" * 170_000)[:4_000_000]
-    text = "^^^write_file\npath: big.py\n---\n" + body + "\n^^^\n"
-    chunks = [text[i : i + 16] for i in range(0, len(text), 16)]
-    started = time.perf_counter()
-    events = feed_chunks(_factory(), chunks)
-    assert time.perf_counter() - started < 20
-    ends = [e for e in events if isinstance(e, ToolCallEnd)]
-    assert json.loads(ends[0].arguments)["content"] == body + "\n"
 
 
 # ---- rendering -------------------------------------------------------------------------------

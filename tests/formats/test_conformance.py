@@ -1,25 +1,39 @@
 """Conformance suite run over every registered format (proxy.formats.FORMATS).
 
-What any format must do, whatever its syntax: prompt contents, stop sequences, a render/parse
-round trip, plain text untouched, think blocks, fenced markers, stop-sequence and ``length``
-cut-offs, the max_calls cut, deterministic chunking, and no markup leaking into Text on garbage
-or mutated input. Markup is checked per format with the detectors in ``LEAKS``.
+What any format must do, whatever its syntax: prompt contents, stop sequences and the ones between
+calls, a render/parse round trip, plain text untouched, think blocks, fenced markers, stop-sequence,
+``length`` and ``content_filter`` cut-offs, the max_calls cut, deterministic chunking, and no markup
+leaking into Text on garbage or mutated input (detectors in ``LEAKS``). Each format's golden cases
+(``golden/<format>/*.json``; a format without them fails) run whole, one character at a time and in
+seeded random splits, and show no markup (``GOLDEN_LEAKS``). Long and adversarial outputs are parsed
+in linear time, checked without wall-clock thresholds (``work.py``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
-from toolshim.formats.base import Event
+from toolshim.formats.base import Event, FinishReason, Malformed, Reasoning, ToolCallArgs, ToolCallEnd
 
-from tests.formats.harness import assert_same_in_all_chunkings, check_event_order, feed_chunks, merge, summarize
+from tests.formats.harness import (
+    arbitrary_splits,
+    assert_same_in_all_chunkings,
+    check_event_order,
+    check_golden,
+    feed_chunks,
+    load_golden,
+    merge,
+    summarize,
+)
 from tests.formats.tools import TOOLS
+from tests.formats.work import ADVERSARIAL_OUTPUTS, adversarial_output, assert_linear, code_content, prose
 
 FORMAT_NAMES = sorted(FORMATS)
 LeakFinder = Callable[[str], list[str]]
@@ -86,6 +100,10 @@ def factory(fmt: ToolFormat, max_calls: int = 1) -> Callable[[], Any]:
     return lambda: fmt.new_parser(TOOLS, max_calls=max_calls)
 
 
+def parse_whole(fmt: ToolFormat, text: str, max_calls: int, finish: FinishReason) -> list[Event]:
+    return merge(feed_chunks(factory(fmt, max_calls), [text], finish))
+
+
 def content_of(events: Sequence[Event]) -> str:
     return "".join(e.text for e in events if isinstance(e, Text))
 
@@ -96,7 +114,7 @@ def fmt(request: pytest.FixtureRequest) -> ToolFormat:
 
 
 def test_every_format_has_leak_detectors() -> None:
-    assert set(FORMATS) == set(LEAKS) == set(MARKERS)
+    assert set(FORMATS) == set(LEAKS) == set(MARKERS) == set(GOLDEN_LEAKS)
 
 
 # ---- rendering ---------------------------------------------------------------------------------
@@ -120,6 +138,14 @@ class TestRendering:
         stops = fmt.stop_sequences()
         assert isinstance(stops, tuple)
         assert all(isinstance(s, str) and s for s in stops)
+
+    @pytest.mark.parametrize("pair", ["sample", "real"])
+    def test_stops_between_calls_are_the_stops_inside_two_rendered_calls(self, fmt: ToolFormat, pair: str) -> None:
+        """The old derivation (proxy/rewrite.py format_stops): the stop sequences that occur in two rendered
+        calls are the ones that would end generation between them."""
+        sample = ToolCallRecord("call_1", "tool_name", '{"key": "value"}')
+        two_calls = fmt.render_calls([sample, sample] if pair == "sample" else records(CALLS[:2]))
+        assert fmt.stops_between_calls() == tuple(stop for stop in fmt.stop_sequences() if stop in two_calls)
 
     def test_render_result_contains_the_content(self, fmt: ToolFormat) -> None:
         rendered = fmt.render_result("get_weather", "18 °C\nsunny")
@@ -184,13 +210,29 @@ class TestParsing:
             assert summary["calls"] == expected_calls([call]), full[:pos]
             assert summary["malformed"] == 0
 
-    def test_length_cut_mid_block_is_malformed(self, fmt: ToolFormat) -> None:
+    @pytest.mark.parametrize("finish", ["length", "content_filter"])
+    def test_truncated_mid_block_is_malformed(self, fmt: ToolFormat, finish: FinishReason) -> None:
+        """The truncation rule (proxy.formats._calls): a block the upstream cut off is never a complete call."""
         text = "Checking.\n" + fmt.render_calls(records(CALLS[:1]))
         cut = text[: text.index("São") + 2]
-        summary = summarize(assert_same_in_all_chunkings(factory(fmt), cut, "length"))
+        events = assert_same_in_all_chunkings(factory(fmt), cut, finish)
+        summary = summarize(events)
         assert summary["calls"] == [] and summary["malformed"] == 1
         assert summary["content"].strip() == "Checking."
         assert not LEAKS[fmt.name](summary["content"])
+        bad = next(e for e in events if isinstance(e, Malformed))
+        assert bad.index == 0 and bad.reason == f"tool block truncated (finish_reason={finish})"
+
+    def test_content_filter_cut_is_a_length_cut(self, fmt: ToolFormat) -> None:
+        """One truncation rule for both cut-off reasons, wherever the output is cut."""
+        def cut(text: str, finish: FinishReason) -> list[Event]:  # the reason names its finish_reason
+            events = parse_whole(fmt, text, 2, finish)
+            return [replace(e, reason=e.reason.replace(str(finish), "CUT")) if isinstance(e, Malformed) else e
+                    for e in events]
+
+        text = "Checking.\n" + fmt.render_calls(records(CALLS[:2])) + "\nDone."
+        for end in range(len(text) + 1):
+            assert cut(text[:end], "content_filter") == cut(text[:end], "length"), text[:end]
 
 
 # ---- properties: chunking, garbage, mutations ------------------------------------------------------
@@ -265,3 +307,116 @@ def test_mutated_calls_never_leak_markup(name: str, data: st.DataObject) -> None
     text = mutate(base, data.draw(st.lists(MUTATION, min_size=1, max_size=4)), MARKERS[name] + COMMON_MARKERS)
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=20))
     check_robust(fmt, text, cuts, data.draw(st.integers(1, 2)), data.draw(st.sampled_from(["stop", "length"])))
+
+
+# ---- golden cases: tests/formats/golden/<format>/*.json, every registered format ------------------------
+
+GOLDEN = {name: load_golden(name) for name in FORMAT_NAMES}
+GOLDEN_CASES = [(name, case) for name in FORMAT_NAMES for case in GOLDEN[name]]
+# Cases every format's golden set has, each format's own required cases, and its minimum size.
+GOLDEN_CORE = {"text_only", "tool_only", "text_then_tool", "two_tools_cut", "unicode", "unknown_tool", "near_miss_name",
+               "repairable_json", "length_mid_block"}
+GOLDEN_REQUIRED: dict[str, set[str]] = {
+    "caret": {"two_tools_max2", "multiline_diff", "code_quotes_backslashes", "arrays", "nested_objects", "unrepairable",
+              "stop_cut_header", "stop_cut_body", "think", "marker_in_fence"},
+}
+GOLDEN_MINIMUM = {"hermes": 40, "xml": 30}
+SPLIT_SEEDS = range(60)
+
+
+def caret_markup_lines(text: str) -> list[str]:
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    return [line for line in lines if line in ("^^^", "---") or line.startswith("^^^get")]
+
+
+# What no golden output may show, and in which events (unless the case says "shows_markup").
+GOLDEN_LEAKS: dict[str, tuple[LeakFinder, tuple[type[Text] | type[Reasoning], ...]]] = {
+    "hermes": (substrings("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '"arguments"'),
+               (Text,)),
+    "xml": (substrings("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result"), (Text,)),
+    "caret": (caret_markup_lines, (Text,)),
+    "react": (substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>",
+                         "</think>"), (Text, Reasoning)),
+}
+
+
+def test_golden_set_is_complete(fmt: ToolFormat) -> None:
+    """A format without golden files (or with too few) fails here."""
+    cases = GOLDEN[fmt.name]
+    assert len(cases) >= GOLDEN_MINIMUM.get(fmt.name, 20), f"golden/{fmt.name}/ has {len(cases)} cases"
+    assert GOLDEN_CORE | GOLDEN_REQUIRED.get(fmt.name, set()) <= cases.keys()
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden(name: str, case: str) -> None:
+    """Whole, one character at a time and in seeded random splits: the events the case expects."""
+    check_golden(get_format(name), GOLDEN[name][case])
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden_arbitrary_splits_match_whole(name: str, case: str) -> None:
+    """Cut at up to 25 points anywhere (60 seeded cut sets): the same events as the whole output."""
+    fmt, spec = get_format(name), GOLDEN[name][case]
+    text, max_calls, finish = spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop")
+    whole = merge(feed_chunks(factory(fmt, max_calls), [text], finish))
+    for seed in SPLIT_SEEDS:
+        pieces = arbitrary_splits(text, seed)
+        events = feed_chunks(factory(fmt, max_calls), pieces, finish)
+        check_event_order(events)
+        assert merge(events) == whole, pieces
+
+
+@pytest.mark.parametrize(("name", "case"), GOLDEN_CASES, ids=[f"{n}/{c}" for n, c in GOLDEN_CASES])
+def test_golden_never_shows_markup(name: str, case: str) -> None:
+    spec = GOLDEN[name][case]
+    if spec.get("shows_markup"):
+        pytest.skip("the case's visible text contains markup on purpose")
+    find, kinds = GOLDEN_LEAKS[name]
+    events = parse_whole(get_format(name), spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop"))
+    visible = "".join(e.text for e in events if isinstance(e, kinds))
+    assert not find(visible), visible
+
+
+# ---- linear time: no wall-clock thresholds (tests/formats/work.py); figures: bench/parsers.py -----------
+
+
+def chunked(fmt: ToolFormat, text: str, size: int) -> list[Event]:
+    return feed_chunks(factory(fmt), [text[i : i + size] for i in range(0, len(text), size)])
+
+
+def long_call(fmt: ToolFormat, scale: int) -> tuple[str, str]:
+    """A write_file call with long, hard content, as the format writes it: ``(content, output)``."""
+    content = code_content(200 * scale)
+    record = ToolCallRecord("call_0", "write_file", json.dumps({"path": "big.py", "content": content}))
+    return content, "I'll write the module.\n" + fmt.render_calls([record])
+
+
+@pytest.mark.parametrize(("size", "scale"), [(7, 4), (4096, 256)])  # ~70 KB in tiny chunks, ~4.5 MB in big ones
+def test_long_call_streams_intact(fmt: ToolFormat, size: int, scale: int) -> None:
+    content, text = long_call(fmt, scale)
+    events = chunked(fmt, text, size)
+    check_event_order(events)
+    (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert json.loads(end.arguments) == {"path": "big.py", "content": content}
+    fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
+    if fragments:  # JSON formats stream the arguments object exactly as written
+        assert fragments in text and json.loads(fragments) == json.loads(end.arguments)
+
+
+def test_long_call_is_linear(fmt: ToolFormat) -> None:
+    assert_linear(lambda k: long_call(fmt, k)[1], lambda text: chunked(fmt, text, 7))
+
+
+@pytest.mark.parametrize(("size", "lines"), [(7, 400), (4096, 60_000)])  # ~50 KB in tiny chunks, ~7 MB in big ones
+def test_long_prose_is_unchanged(fmt: ToolFormat, size: int, lines: int) -> None:
+    text = prose(lines)
+    assert merge(chunked(fmt, text, size)) == [Text(text)]
+
+
+def test_long_prose_is_linear(fmt: ToolFormat) -> None:
+    assert_linear(lambda k: prose(100 * k), lambda text: chunked(fmt, text, 7))
+
+
+@pytest.mark.parametrize("kind", sorted(ADVERSARIAL_OUTPUTS))
+def test_adversarial_output_is_linear(fmt: ToolFormat, kind: str) -> None:
+    assert_linear(lambda k: adversarial_output(kind, k), lambda text: chunked(fmt, text, 16))

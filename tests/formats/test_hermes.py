@@ -1,10 +1,10 @@
-"""Tests for the hermes format: golden cases in every chunking, split properties, streaming events,
-bare-object detection limits, speed, and rendering round trips."""
+"""Tests for the hermes format's own behaviour: argument fragments, marker soup, streaming events,
+bare-object detection and its limits, and rendering round trips. Golden cases, splits and linear time
+for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 
 import pytest
@@ -27,9 +27,7 @@ from toolshim.formats.hermes import HermesFormat
 
 from tests.formats import harness
 from tests.formats.harness import (
-    assert_no_leak,
     assert_same_in_all_chunkings,
-    check_golden,
     feed_chunks,
     load_golden,
     merge,
@@ -37,36 +35,18 @@ from tests.formats.harness import (
     summarize,
 )
 from tests.formats.tools import TOOLS
+from tests.formats.work import assert_linear, code_content
 
 FORMAT = HermesFormat()
 CASES = load_golden("hermes")
 MARKERS = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>")
-# cases whose visible text legitimately contains a marker or JSON (mentions, prose JSON, prefixes)
-TEXT_CASES = {"marker_in_code_fence", "marker_in_inline_code", "python_fence_with_call_json", "json_not_a_call",
-              "json_fence_not_a_call", "json_other_keys", "call_mid_line_stays_text", "bare_truncated_length"}
 PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 
 parse = partial(harness.parse, FORMAT)
 
 
-# ---- golden cases ------------------------------------------------------------------------
-
-
-def test_golden_set_is_complete() -> None:
-    assert len(CASES) >= 40
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FORMAT, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES) - TEXT_CASES))
-def test_golden_never_leaks_markup(name: str) -> None:
-    case = CASES[name]
-    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert_no_leak(events, (*MARKERS, '"arguments"'), kinds=(Text,))
+# ---- golden cases: hermes quirks (every format: test_conformance) ------------------------
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -80,24 +60,6 @@ def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
         if raw:  # the fragments are the model's text; parsed they give the call's arguments
             assert raw in case["output"]
             assert end.repairs or json.loads(end.arguments) == json.loads(raw)
-
-
-@pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
-                                  "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
-                                  "repairable_json", "bare_json_fence", "json_not_a_call", "bare_then_stray_close",
-                                  "imitated_result", "junk_after_object", "crlf", "two_objects_one_block",
-                                  "bare_comma_list", "bare_comma_list_cut", "bare_comma_list_fence",
-                                  "bare_comma_then_prose_json", "bare_plain_string_args", "bare_plain_string_unusable"])
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, max_calls = case["output"], case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
-    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
-    assert merge(split) == merge(whole)
 
 
 _SOUP = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '{"name": ', '"get_weather"',
@@ -271,44 +233,20 @@ def test_deeply_nested_input_does_not_raise() -> None:
         assert not only(events, ToolCallEnd)
 
 
-# ---- speed ---------------------------------------------------------------------------------
-
-CONTENT = "".join(f'line {i}: "quoted" \\ back\tslash {{x}} </tool_call> <b>\n' for i in range(40_000))
+# ---- linear time (the format-independent checks are in test_conformance) ---------------------
 
 
-def _throughput(text: str, size: int) -> tuple[list[Event], float]:
-    chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    started = time.perf_counter()
-    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks)
-    elapsed = time.perf_counter() - started
-    return events, len(text) / elapsed / 1e6
+def test_long_bare_call_is_decided_in_linear_time() -> None:
+    def bare(scale: int) -> str:
+        return json.dumps({"name": "write_file", "arguments": {"path": "x", "content": code_content(200 * scale)}})
 
+    def chunked(text: str, size: int) -> list[Event]:
+        return feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + size] for i in range(0, len(text), size)])
 
-def test_long_arguments_are_linear_and_fast() -> None:
-    text = "<tool_call>\n" + json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT}})
-    events, mb_per_s = _throughput(text + "\n</tool_call>", 4096)
-    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == CONTENT
-    assert mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-    events, small_chunks = _throughput(text, 7)  # token-sized chunks: ~370k feeds (not merged: slow in the harness)
-    assert len(only(events, ToolCallEnd)) == 1 and "".join(e.fragment for e in only(events, ToolCallArgs)) in text
-    assert small_chunks > 0.3, f"{small_chunks:.1f} MB/s in 7-char chunks"
-
-
-def test_long_prose_and_bare_objects_are_fast() -> None:
-    prose = "".join(f"Line {i} with <b>html</b>, `code`, {{braces}} and a < b.\n" for i in range(40_000))
-    events, mb_per_s = _throughput(prose, 4096)
-    assert merge(events) == [Text(prose)] and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-    bare = json.dumps({"name": "write_file", "arguments": {"path": "x", "content": CONTENT[:900_000]}})
-    events, mb_per_s = _throughput(bare, 4096)
-    assert len(only(events, ToolCallEnd)) == 1 and mb_per_s > 4, f"{mb_per_s:.1f} MB/s"
-
-
-@pytest.mark.parametrize("text", ["{\n" * 100_000, "<" * 200_000, "```\n" * 50_000, '\n{"name"' * 30_000,
-                                  "<tool_call>" + "[" * 200_000, "<think>" + "</thin" * 30_000])
-def test_adversarial_inputs_are_linear(text: str) -> None:
-    started = time.perf_counter()
-    feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 16] for i in range(0, len(text), 16)])
-    assert time.perf_counter() - started < 3.0
+    for size, scale in ((7, 4), (4096, 48)):  # ~70 KB in tiny chunks; ~860 KB, near the bare-object cap
+        ends = only(chunked(bare(scale), size), ToolCallEnd)
+        assert len(ends) == 1 and json.loads(ends[0].arguments)["content"] == code_content(200 * scale)
+    assert_linear(bare, lambda text: chunked(text, 7))
 
 
 # ---- rendering -------------------------------------------------------------------------

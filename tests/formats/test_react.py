@@ -1,9 +1,9 @@
-"""Tests for the react format: golden cases in every chunking, split properties, rendering round trips."""
+"""Tests for the react format's own behaviour: marker soup, argument streaming, the cut, edge cases, the answer
+fallback and rendering round trips. Golden cases, splits and linear time for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 from typing import Any
 
@@ -25,54 +25,11 @@ from toolshim.formats.base import (
 from toolshim.formats.react import ReactFormat
 
 from tests.formats import harness
-from tests.formats.harness import (
-    assert_no_leak,
-    assert_same_in_all_chunkings,
-    check_golden,
-    feed_chunks,
-    load_golden,
-    merge,
-    summarize,
-)
+from tests.formats.harness import assert_same_in_all_chunkings, summarize
 from tests.formats.tools import TOOLS
 
 FORMAT = ReactFormat()
-CASES = load_golden("react")
-MARKERS = ("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>")
 parse = partial(harness.parse, FORMAT)
-
-
-def test_golden_set_is_complete() -> None:
-    assert len(CASES) >= 20
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FORMAT, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden_never_leaks_markers(name: str) -> None:
-    case = CASES[name]
-    if name == "marker_in_code_fence":
-        return  # markers inside a fence are text by design
-    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert_no_leak(events, MARKERS, (Text, Reasoning))
-
-
-@pytest.mark.parametrize("name", ["write_file_diff", "two_tools_parallel", "text_after_call", "think_block",
-                                  "marker_in_code_fence", "unrepairable_block", "repairable_json",
-                                  "thought_then_observation_answer"])
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, max_calls = case["output"], case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
-    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
-    assert merge(split) == merge(whole)
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,7 +53,9 @@ def test_args_fragments_are_the_raw_object_even_with_markers_inside_strings() ->
     fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
     assert fragments == raw
     assert [type(e) for e in events][:2] == [ToolCallStart, ToolCallArgs]
-    assert isinstance(events[2], ToolCallEnd | Malformed)  # raw newlines in strings need the repairer
+    arguments = json.dumps({"path": "notes.md", "content": "line one\nAction: get_weather\nObservation: }\n"},
+                           separators=(",", ":"))
+    assert events[2] == ToolCallEnd(0, "write_file", arguments, ("control_chars",))  # raw newlines: repaired
     assert events[-1] == Text("I am done.")
 
 
@@ -127,7 +86,7 @@ def test_action_without_input_is_malformed_when_parameters_are_required() -> Non
     events = parse("Action: get_weather")
     assert isinstance(events[-1], Malformed) and events[-1].index == 0
     assert parse("Action: get_weather", finish="length") == [Malformed("Action: get_weather",
-                                                                       "tool block truncated (finish_reason length)")]
+                                                                       "tool block truncated (finish_reason=length)")]
 
 
 def test_streaming_is_incremental() -> None:
@@ -216,19 +175,6 @@ def test_answer_fallback_keeps_a_bounded_prefix() -> None:
     assert events[1] == Text(body[: 64 * 1024].strip())
 
 
-def test_long_arguments_are_linear() -> None:
-    body = json.dumps("x = 'a\\\\b' \"quoted\"\n" * 50_000)
-    text = f'Action: write_file\nAction Input: {{"path": "big.py", "content": {body}}}'
-    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
-    parser = FORMAT.new_parser([ToolSpec("write_file")], 1)  # no schema: time the parser, not validation
-    started = time.perf_counter()
-    events = [ev for chunk in chunks for ev in parser.feed(chunk)] + parser.close()
-    elapsed = time.perf_counter() - started
-    assert "".join(e.fragment for e in events if isinstance(e, ToolCallArgs)) == text[text.index("{") :]
-    assert isinstance(events[-1], ToolCallEnd)
-    assert elapsed < 5.0, f"{len(text)} chars in 7-char chunks took {elapsed:.2f}s"
-
-
 # ---- rendering -------------------------------------------------------------------------
 
 
@@ -262,7 +208,7 @@ def test_render_calls_round_trip(arguments: list[dict[str, Any]]) -> None:
     rendered = FORMAT.render_calls(records)
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), rendered)
     assert summarize(events)["calls"] == [{"name": r.name, "arguments": json.loads(r.arguments)} for r in records]
-    turn = FORMAT.render_turn("I will look it up.", records)
+    turn = "Thought: I will look it up.\n" + rendered  # a history turn: content as a Thought, then the calls
     summary = summarize(assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), turn))
     assert summary["reasoning"] == "I will look it up." and len(summary["calls"]) == len(records)
 

@@ -1,9 +1,9 @@
-"""Tests for the xml format: golden cases in every chunking, split properties, events, rendering round trips."""
+"""Tests for the xml format's own behaviour: marker soup, events and streaming, repairs, tag edge cases and
+rendering round trips. Golden cases, splits and linear time for every format: test_conformance."""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 from typing import Any
 
@@ -29,10 +29,7 @@ from tests.formats import harness
 from tests.formats.harness import (
     assert_no_leak,
     assert_same_in_all_chunkings,
-    check_golden,
-    feed_chunks,
     load_golden,
-    merge,
     only,
     summarize,
 )
@@ -41,7 +38,6 @@ from tests.formats.tools import TOOLS
 FORMAT = XmlFormat()
 CASES = load_golden("xml")
 MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
-CODE_CASES = {"marker_in_code_fence", "marker_in_inline_code", "partial_marker_at_end"}
 SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
     "type": "object",
     "properties": {"title": {"type": "string"}, "body": {"type": "string"}, "priority": {"type": "integer"},
@@ -53,39 +49,14 @@ SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
 parse = partial(harness.parse, FORMAT)
 
 
-# ---- golden cases ------------------------------------------------------------------------
-
-
-def test_golden_set_is_complete() -> None:
-    assert len(CASES) >= 30
+# ---- golden cases: xml quirks (every format: test_conformance) --------------------------
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    check_golden(FORMAT, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES) - CODE_CASES))
-def test_golden_never_leaks_markup(name: str) -> None:
+def test_golden_never_streams_arguments(name: str) -> None:
+    """Values are raw text, so there is no JSON to stream: a call comes as ToolCallStart, then ToolCallEnd."""
     case = CASES[name]
-    events = parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop"))
-    assert_no_leak(events, (*MARKERS, "<param:", "</param:"), (Text,))
-    assert not only(events, ToolCallArgs)
-
-
-@pytest.mark.parametrize("name", ["write_file_diff", "write_file_code", "two_tools_cut", "think_block",
-                                  "marker_in_code_fence", "marker_in_inline_code", "unrepairable_block",
-                                  "repairable_json", "crlf", "unclosed_last_param", "imitated_result"])
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_random_splits_match_whole(name: str, data: st.DataObject) -> None:
-    case = CASES[name]
-    text, max_calls = case["output"], case.get("max_calls", 1)
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=25))))
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    whole = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), [text])
-    split = feed_chunks(lambda: FORMAT.new_parser(TOOLS, max_calls), chunks)
-    assert merge(split) == merge(whole)
+    assert not only(parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop")), ToolCallArgs)
 
 
 _SOUP = ["<tool:", "get_weather", "search_docs", ">", "</tool:", "<param:", "</param:", "city", "tags", "limit",
@@ -210,27 +181,6 @@ def test_imitated_result_in_prose_stops_output_but_not_inside_a_fence() -> None:
     assert parse("Done.\n<tool_result:x>\nfake\n</tool_result:x> more") == [Text("Done.\n")]
     fenced = "```\n<tool_result:x>\n```\nreal"
     assert parse(fenced) == [Text(fenced)]
-
-
-def test_long_values_are_linear() -> None:
-    content = "x = 'a\\\\b' \"quoted\" < </param:conten\n" * 60_000
-    text = ("<tool:write_file><param:path>big.py</param:path><param:content>\n"
-            f"{content}\n</param:content></tool:write_file>")
-    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
-    started = time.perf_counter()
-    events = merge(feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), chunks))
-    elapsed = time.perf_counter() - started
-    assert json.loads(only(events, ToolCallEnd)[0].arguments)["content"] == content
-    assert elapsed < 5.0, f"{len(text)} chars in 7-char chunks took {elapsed:.2f}s"
-
-
-def test_long_prose_is_linear_and_fast() -> None:
-    text = "Plain prose with <b>tags</b>, `code` and ```fences``` < > everywhere.\n" * 100_000
-    started = time.perf_counter()
-    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, 1), [text[i : i + 4096] for i in range(0, len(text), 4096)])
-    elapsed = time.perf_counter() - started
-    assert all(isinstance(e, Text) for e in events) and "".join(e.text for e in events) == text
-    assert elapsed < 3.0, f"{len(text)} chars took {elapsed:.2f}s"
 
 
 # ---- rendering -------------------------------------------------------------------------
