@@ -127,3 +127,19 @@ async def test_text_without_a_call_stays_content(start_proxy: Any, fake_upstream
     fake_upstream.script(Reply(pieces=text_stream(pieces("It is sunny in Paris.", 4))))
     message = (await ask(proxy, True))["choices"][0]["message"]
     assert message["content"] == "It is sunny in Paris." and not message.get("tool_calls")
+
+
+async def test_usage_after_an_auto_fallback_counts_the_emulated_calls(start_proxy: Any, fake_upstream: Any) -> None:
+    """The rejected native call reports no usage; the emulated attempts that follow are summed."""
+    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto",
+                                       "fallback_format": "hermes"}])
+    rejection = Reply(status=400, body={"error": {"message": "model does not support tools", "type": "api_error"}})
+    first = {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
+    second = {"prompt_tokens": 60, "completion_tokens": 9, "total_tokens": 69}
+    fake_upstream.script(rejection, Reply(pieces=text_stream(["No call."], usage=first)),
+                         Reply(pieces=text_stream(pieces(call_text("hermes")), usage=second)))
+    result = await ask(proxy, False, tool_choice="required")
+    assert len(fake_upstream.requests) == 3
+    usage = {key: result["usage"][key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    assert usage == {"prompt_tokens": 100, "completion_tokens": 14, "total_tokens": 114}
+    assert proxy.metrics.prompt_tokens.labels("*")._value.get() == 100
