@@ -8,6 +8,7 @@ released); we supply it.
 from __future__ import annotations
 
 import inspect
+import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -17,12 +18,19 @@ import aiohttp
 import json5
 import pytest
 from aiohttp import web
+from hypothesis import settings
 from toolshim.app import create_app, start_site
 from toolshim.metrics import Metrics
 from toolshim.rules import load_rules
 from toolshim.settings import Settings
 
 from tests.fakes import FakeUpstream
+
+# CI runs the property tests with a fixed seed and no example database, so a run is reproducible and
+# a red build always means the same failing input. Locally they explore new inputs every run.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def _patch_aioresponses() -> None:

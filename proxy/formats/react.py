@@ -42,7 +42,7 @@ States and transitions (one ``_step_*`` method per state, see ``_ReactParser._st
                  --other--> INPUT_RAW
     INPUT_JSON   --balanced "}"--> INPUT_AFTER (ToolCallEnd);  a marker line outside strings --> PROSE
     INPUT_RAW    --marker line / closing fence--> PROSE (call finalized from the raw text)
-    INPUT_AFTER  --optional closing "```"--> PROSE (Text channel)
+    INPUT_AFTER  --optional closing "```"--> PROSE (Text channel, at a line start: markers count)
 
 The JSON object is scanned with its string state (both quote kinds, escapes) tracked, so a
 ``"\\nAction:"`` inside a string value never ends the input; its raw text streams as
@@ -433,7 +433,9 @@ class _ReactParser:
                 self._pos = end + 3
             elif not self._final and end - pos <= MAX_HOLDBACK and len(buf) - end < 3 and FENCE.startswith(buf[end:]):
                 return False
-        self._to_prose(Text, line_start=False)
+        # The block is over: what follows starts afresh, so a marker glued to the closing "}" (a second
+        # "Action:" written without a line break) is markup, never Text.
+        self._to_prose(Text, line_start=True)
         self._reset_block()
         return True
 

@@ -217,3 +217,12 @@ def test_render_result_and_stop_sequences() -> None:
     assert FORMAT.render_result("get_weather", "18 °C") == "Observation: 18 °C"
     assert FORMAT.stop_sequences() == ("\nObservation:",)
     assert FORMAT.name == "react"
+
+
+def test_second_action_glued_to_the_first_input_is_the_cut_not_text() -> None:
+    """A model that writes the next ``Action:`` right after the closing brace, without a line break."""
+    text = 'Action: get_weather\nAction Input: {"city": "Paris"}Action: get_weather\nAction Input: {"city": "Oslo"}'
+    parser = ReactFormat().new_parser(TOOLS, 1)
+    events = parser.feed(text) + parser.close("stop")
+    assert not [e for e in events if isinstance(e, Text)]
+    assert isinstance(events[-1], SecondToolStarted) and isinstance(events[-2], ToolCallEnd)
