@@ -15,6 +15,7 @@ class RequestInfo:
 
     request_id: str
     started: float = field(default_factory=time.perf_counter)
+    endpoint: str = "chat"  # bounded label: "chat" (chat completions) or "responses"
     model: str = OTHER  # bounded label: the rule's match pattern
     tool_mode: str = "-"
     stream: bool = False

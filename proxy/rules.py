@@ -100,6 +100,8 @@ class ModelRule(_Strict):
     tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
+    # the Responses API: send /v1/responses as it is (model renamed) to an upstream that has its own
+    responses_passthrough: bool = False
     # observability
     dump_raw_output: bool = False
 

@@ -94,4 +94,9 @@ def encode_json(payload: Any) -> bytes:
     return encode(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
 
 
+def encode_event(name: str, payload: Any) -> bytes:
+    """A named event (``event: <name>``), as the Responses API streams them."""
+    return f"event: {name}\n".encode() + encode_json(payload)
+
+
 DONE_BYTES = encode(DONE)

@@ -15,6 +15,7 @@ from aiohttp import web
 from .context import RequestInfo
 from .metrics import Metrics
 from .redact import REDACTOR
+from .responses.store import ResponseStore
 from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
 from .settings import Settings
 from .upstream import Upstream, build_upstream
@@ -40,6 +41,7 @@ class AppState:
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 STATE = web.AppKey("state", AppState)
+RESPONSES_STORE = web.AppKey("responses_store", ResponseStore)
 INFO_KEY = web.RequestKey("toolshim.info", RequestInfo)
 
 
