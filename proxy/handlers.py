@@ -215,7 +215,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def passthrough(request: web.Request) -> web.StreamResponse:
     """The ``PASSTHROUGH_PATHS`` (embeddings, completions, ...) go to the upstream of the body's model."""
     info = request_info(request)
-    info.counted = True
+    info.counted, info.endpoint = True, "passthrough"
     raw = await read_json(request)
     model = raw.get("model") if isinstance(raw, dict) else None
     if not isinstance(model, str) or not model:

@@ -342,3 +342,18 @@ async def test_responses_passthrough_rule(start_proxy: Any, fake_upstream: FakeU
     assert status == 200 and answer["id"] == "resp_up"
     assert fake_upstream.paths == ["/v1/responses"]
     assert fake_upstream.requests[0] == {"model": "real", "input": "hi", "tools": [{"type": "web_search_preview"}]}
+
+
+async def test_metrics_and_log_label_the_endpoint(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    fake_upstream.script(call_reply("hermes", True))
+    proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
+    with caplog.at_level("INFO", logger="toolshim.access"):
+        await respond(proxy, "stream", model="m", input=QUESTION, tools=TOOLS)
+    metrics = proxy.metrics
+    assert metrics.endpoint_requests.labels("responses", "2xx")._value.get() == 1
+    assert metrics.endpoint_requests.labels("chat", "2xx")._value.get() == 0
+    assert metrics.requests.labels("*", "hermes", "true", "2xx")._value.get() == 1
+    assert metrics.tool_calls.labels("*", "hermes")._value.get() == 1
+    fields = [r.fields for r in caplog.records if getattr(r, "fields", None)]  # type: ignore[attr-defined]
+    assert fields and fields[-1]["endpoint"] == "responses" and fields[-1]["path"] == "/v1/responses"
