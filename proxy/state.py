@@ -60,7 +60,7 @@ def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[Upstr
 
 def configured_secrets(rules: RuleSet, settings: Settings) -> list[str | None]:
     """Every secret the operator configured: upstream keys and header values, client and admin keys."""
-    secrets: list[str | None] = [*settings.api_keys, settings.admin_key]
+    secrets: list[str | None] = [*settings.api_keys, settings.admin_key, settings.redis_url]
     for config in rules.upstreams.values():
         secrets.append(config.api_key())
         secrets.extend(config.headers.values())
