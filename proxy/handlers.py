@@ -112,8 +112,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if resolved.rule.responses_passthrough:  # an upstream with its own Responses API judges the body
         info.model, info.tool_mode = resolved.label, "passthrough"
         return await relay(request, raw, resolved, model)
-    wire = responses.parse_request(raw)
     store = request.app[RESPONSES_STORE]
+    wire = await responses.resolve_references(store, responses.parse_request(raw))
     context = await responses.load_context(store, wire.previous_response_id)
     exchange = responses.Exchange(wire, context, store)
     job = start_job(request, responses.chat_turn(wire, context), resolved)

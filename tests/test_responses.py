@@ -357,3 +357,23 @@ async def test_metrics_and_log_label_the_endpoint(start_proxy: Any, fake_upstrea
     assert metrics.tool_calls.labels("*", "hermes")._value.get() == 1
     fields = [r.fields for r in caplog.records if getattr(r, "fields", None)]  # type: ignore[attr-defined]
     assert fields and fields[-1]["endpoint"] == "responses" and fields[-1]["path"] == "/v1/responses"
+
+
+@pytest.mark.parametrize("way", ["create", "stream"])
+async def test_item_references_resolve_from_the_store(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
+                                                      way: str) -> None:
+    text = "Let me check." + call_text("hermes")
+    fake_upstream.script(Reply(pieces=text_stream(pieces(text))), text_reply("hermes", True))
+    proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
+    first = await respond(proxy, way, model="m", input=QUESTION, tools=TOOLS)
+    message, call = first["output"]
+    assert message["type"] == "message" and call["type"] == "function_call"
+    second = await respond(proxy, way, model="m", tools=TOOLS, input=[
+        {"role": "user", "content": QUESTION}, {"type": "item_reference", "id": message["id"]},
+        {"type": "item_reference", "id": call["id"]},
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}])
+    assert text_of(second) == "It is sunny in Paris."
+    history = "".join(str(m["content"]) for m in fake_upstream.requests[1]["messages"])
+    assert "Let me check." in history and "21 C" in history
+    status, answer = await post(proxy, {"model": "m", "input": [{"type": "item_reference", "id": "msg_nope"}]})
+    assert status == 400 and answer["error"]["param"] == "input[0].id"

@@ -78,6 +78,7 @@ async def test_replicas_share_conversations(start_proxy: Any, fake_upstream: Fak
     try:
         ttl = await server.ttl(f"toolshim:response:{first['id']}")
         assert 0 < ttl <= 120
+        assert 0 < await server.ttl(f"toolshim:item:{call['id']}") <= 120  # for item_reference, on any replica
         async with client(replica_a) as c:
             assert (await c.responses.retrieve(second["id"])).output_text == "It is sunny in Paris."
             await c.responses.delete(second["id"])

@@ -23,6 +23,10 @@ class StoredResponse:
         """The items a continuation starts from: earlier context, this input, this output."""
         return [*self.context, *self.input, *self.response.get("output", [])]
 
+    def output_items(self) -> list[Item]:
+        """The output items with ids (what an ``item_reference`` can name)."""
+        return [item for item in self.response.get("output", []) if isinstance(item.get("id"), str)]
+
     def dumps(self) -> str:
         return json.dumps({"response": self.response, "input": self.input, "context": self.context},
                           ensure_ascii=False, separators=(",", ":"))

@@ -13,6 +13,7 @@ Item → chat message:
     function_call                              → ``tool_calls`` on an assistant message
     function_call_output                       → a ``tool`` message (its ``call_id`` must match
                                                   an earlier ``function_call``)
+    item_reference                             → the stored item it names (``with_references``)
     reasoning                                  → dropped (the model's own earlier thinking)
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -62,6 +63,20 @@ class ResponsesRequest:
                 "temperature": raw.get("temperature", 1.0), "text": text, "tool_choice": self.tool_choice,
                 "tools": list(self.tools), "top_p": raw.get("top_p", 1.0), "truncation": "disabled",
                 "user": raw.get("user"), "reasoning": {"effort": None, "summary": None}}
+
+    def references(self) -> list[str]:
+        return [item["id"] for item in self.input if item["type"] == "item_reference"]
+
+    def with_references(self, found: Mapping[str, Item]) -> ResponsesRequest:
+        """``item_reference`` items replaced by the stored items; an unknown id is a 400 naming it."""
+        items = []
+        for i, item in enumerate(self.input):
+            if item["type"] == "item_reference":
+                if item["id"] not in found:
+                    raise _bad(f"input[{i}].id", f"no stored item with id {item['id'][:80]!r}")
+                item = found[item["id"]]
+            items.append(item)
+        return replace(self, input=tuple(items))
 
     def chat_body(self, context: Sequence[Item] = ()) -> dict[str, Any]:
         """The chat-completions body for this turn; ``context`` is the stored earlier conversation."""
@@ -227,12 +242,14 @@ def _item(item: Any, param: str) -> Item:
     elif kind == "function_call_output":
         out = {"type": kind, "call_id": _text(item, "call_id", param),
                "output": _output(item.get("output"), f"{param}.output"), "status": "completed"}
+    elif kind == "item_reference":  # resolved from the store before the turn is built
+        return {"type": kind, "id": _text(item, "id", param)}
     elif kind == "reasoning":
         out = {k: v for k, v in item.items() if k in ("type", "summary", "content", "encrypted_content")}
         out.setdefault("summary", [])
     else:
         raise _bad(f"{param}.type", f"unknown or unsupported item type {str(kind)[:60]!r}; expected 'message', "
-                   "'function_call', 'function_call_output' or 'reasoning'")
+                   "'function_call', 'function_call_output', 'reasoning' or 'item_reference'")
     out["id"] = item["id"] if isinstance(item.get("id"), str) and item["id"] else new_id(_ITEM_PREFIX[kind])
     return out
 

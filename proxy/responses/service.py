@@ -39,6 +39,12 @@ async def delete(store: ResponseStore, response_id: str) -> None:
         raise NotFound(f"Response with id '{response_id[:100]}' not found.", code="response_not_found")
 
 
+async def resolve_references(store: ResponseStore, request: ResponsesRequest) -> ResponsesRequest:
+    """``item_reference`` input items replaced by the stored output items they name."""
+    ids = request.references()
+    return request.with_references(await store.load_items(ids)) if ids else request
+
+
 async def load_context(store: ResponseStore, previous_response_id: str | None) -> list[Item]:
     """The conversation a ``previous_response_id`` continues (empty without one)."""
     if previous_response_id is None:

@@ -13,12 +13,13 @@ ever half-written.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from pathlib import Path
 from typing import Protocol
 
-from .record import StoredResponse
+from .record import Item, StoredResponse
 
 
 class ResponseStore(Protocol):
@@ -28,11 +29,18 @@ class ResponseStore(Protocol):
 
     async def delete(self, response_id: str) -> bool: ...
 
+    async def load_items(self, item_ids: list[str]) -> dict[str, Item]:
+        """Output items of stored responses by id (for ``item_reference`` input items)."""
+        ...
+
     async def close(self) -> None: ...
 
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, expires_at REAL NOT NULL, body TEXT NOT NULL)",
-           "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)")
+           "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",
+           "CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL, "
+           "expires_at REAL NOT NULL, body TEXT NOT NULL)",
+           "CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at)")
 
 
 class SQLiteStore:
@@ -58,8 +66,12 @@ class SQLiteStore:
     def _save(self, record: StoredResponse, now: float) -> None:
         with _closing(self._connect()) as conn, conn:
             conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
+            conn.execute("DELETE FROM items WHERE expires_at <= ?", (now,))
             conn.execute("INSERT OR REPLACE INTO responses (id, expires_at, body) VALUES (?, ?, ?)",
                          (record.id, now + self.ttl, record.dumps()))
+            conn.executemany("INSERT OR REPLACE INTO items (id, response_id, expires_at, body) VALUES (?, ?, ?, ?)",
+                             [(item["id"], record.id, now + self.ttl, json.dumps(item, ensure_ascii=False))
+                              for item in record.output_items()])
 
     def _load(self, response_id: str, now: float) -> StoredResponse | None:
         if not self.path.exists():
@@ -74,7 +86,20 @@ class SQLiteStore:
             return False
         with _closing(self._connect()) as conn, conn:
             cursor = conn.execute("DELETE FROM responses WHERE id = ? AND expires_at > ?", (response_id, now))
+            conn.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
             return cursor.rowcount > 0
+
+    def _load_items(self, item_ids: list[str], now: float) -> dict[str, Item]:
+        if not self.path.exists() or not item_ids:
+            return {}
+        marks = ",".join("?" * len(item_ids))
+        with _closing(self._connect()) as conn:
+            rows = conn.execute(f"SELECT id, body FROM items WHERE id IN ({marks}) AND expires_at > ?",
+                                (*item_ids, now)).fetchall()
+        return {row[0]: json.loads(row[1]) for row in rows}
+
+    async def load_items(self, item_ids: list[str]) -> dict[str, Item]:
+        return await asyncio.to_thread(self._load_items, item_ids, time.time())
 
     async def save(self, record: StoredResponse) -> None:
         async with self._lock:
