@@ -113,7 +113,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         info.model, info.tool_mode = resolved.label, "passthrough"
         return await relay(request, raw, resolved, model)
     store = request.app[RESPONSES_STORE]
-    wire = await responses.resolve_references(store, responses.parse_request(raw))
+    drop = resolved.rule.responses_other_tools == "drop"
+    wire = await responses.resolve_references(store, responses.parse_request(raw, drop_other_tools=drop))
     context = await responses.load_context(store, wire.previous_response_id)
     exchange = responses.Exchange(wire, context, store)
     job = start_job(request, responses.chat_turn(wire, context), resolved)

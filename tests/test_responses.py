@@ -377,3 +377,15 @@ async def test_item_references_resolve_from_the_store(start_proxy: Any, fake_ups
     assert "Let me check." in history and "21 C" in history
     status, answer = await post(proxy, {"model": "m", "input": [{"type": "item_reference", "id": "msg_nope"}]})
     assert status == 400 and answer["error"]["param"] == "input[0].id"
+
+
+async def test_other_tools_can_be_left_out_by_rule(start_proxy: Any, fake_upstream: FakeUpstream,
+                                                   tmp_path: Path) -> None:
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes")))))
+    proxy = await start_proxy(models=rules("hermes", responses_other_tools="drop"), data_dir=tmp_path)
+    codex_like = [*TOOLS, {"type": "web_search", "external_web_access": False},
+                  {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]}]
+    answer = await respond(proxy, "create", model="m", input=QUESTION, tools=codex_like)
+    assert calls_of(answer)[0]["name"] == "get_weather"
+    assert [tool["name"] for tool in answer["tools"]] == ["get_weather"]
+    assert "spawn" not in fake_upstream.requests[0]["messages"][0]["content"]

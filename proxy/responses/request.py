@@ -110,8 +110,9 @@ def model_of(raw: Any) -> str:
     return model
 
 
-def parse_request(raw: Any) -> ResponsesRequest:
-    """Validate a Responses body; ``InvalidRequest`` names the first bad field."""
+def parse_request(raw: Any, *, drop_other_tools: bool = False) -> ResponsesRequest:
+    """Validate a Responses body; ``InvalidRequest`` names the first bad field. Tools that are not
+    functions are refused by type, or left out with ``drop_other_tools`` (the rule's choice)."""
     model = model_of(raw)
     for name in _UNSUPPORTED_FIELDS:
         if raw.get(name):
@@ -125,7 +126,8 @@ def parse_request(raw: Any) -> ResponsesRequest:
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "expected a string")
     _check_scalars(raw)
-    tools = tuple(_function_tool(tool, f"tools[{i}]") for i, tool in enumerate(_list(raw, "tools")))
+    tools = tuple(_function_tool(tool, f"tools[{i}]") for i, tool in enumerate(_list(raw, "tools"))
+                  if not (drop_other_tools and isinstance(tool, dict) and tool.get("type") != "function"))
     choice = raw.get("tool_choice", "auto")
     _chat_choice(choice)  # validates
     _response_format(raw.get("text"))  # validates
