@@ -54,6 +54,7 @@ def parse_args() -> argparse.Namespace:
                         help="what the user asks (repeatable; each is its own conversation)")
     parser.add_argument("--max-turns", type=int, default=6, help="model turns before giving up")
     parser.add_argument("--max-tokens", type=int, default=256, help="token cap per model turn")
+    parser.add_argument("--no-responses", action="store_true", help="skip the Responses API round")
     return parser.parse_args()
 
 
@@ -143,6 +144,35 @@ def run_question(client: OpenAI, question: str, args: argparse.Namespace) -> int
     return calls
 
 
+RESPONSES_QUESTION = "What is the weather in Tokyo right now?"
+
+
+def run_responses_round(client: OpenAI, args: argparse.Namespace) -> int:
+    """The same loop through ``/v1/responses``: a ``function_call`` item, its result sent back with
+    ``previous_response_id`` (toolshim keeps the conversation), then the answer (tool_choice none)."""
+    tools: list[Any] = [{"type": "function", **tool["function"]} for tool in TOOLS]
+    say("\nuser (Responses API):", RESPONSES_QUESTION)
+    began = time.monotonic()
+    first = client.responses.create(model=DEMO_MODEL, instructions=SYSTEM, input=RESPONSES_QUESTION, tools=tools,
+                                    temperature=0, max_output_tokens=args.max_tokens)
+    calls = [item for item in first.output if item.type == "function_call"]
+    if not calls:
+        say("assistant:", first.output_text.strip() or "(empty answer)")
+        return 0
+    results: list[Any] = []
+    for call in calls:
+        say("  →", f"{call.name}({call.arguments})   [function_call {call.id}, {time.monotonic() - began:.1f} s]")
+        result = execute(call.name, json.loads(call.arguments))
+        say("  ←", result)
+        results.append({"type": "function_call_output", "call_id": call.call_id, "output": result})
+    answer = client.responses.create(model=DEMO_MODEL, instructions=SYSTEM, previous_response_id=first.id,
+                                     input=results, tools=tools, tool_choice="none", temperature=0,
+                                     max_output_tokens=args.max_tokens)
+    say("assistant:", answer.output_text.strip() or "(empty answer)")
+    say("  ", f"[{len(calls)} function_call item(s); continued with previous_response_id={first.id[:16]}…]")
+    return len(calls)
+
+
 def normalized(arguments: str) -> str:
     """Arguments as canonical JSON, so the same call spelled differently is recognised as a repeat."""
     return json.dumps(json.loads(arguments), sort_keys=True)
@@ -160,6 +190,8 @@ def main() -> int:
             say("[setup]", f"toolshim ready on {proxy.base_url}: model {DEMO_MODEL!r} -> {args.format} format")
             with OpenAI(base_url=proxy.base_url, api_key="unused", timeout=300, max_retries=0) as client:
                 calls = run_agent(client, args)
+                if not args.no_responses:
+                    calls += run_responses_round(client, args)
     except KeyboardInterrupt:
         say("[stopped]", "interrupted; every process the demo started has been stopped")
         return 130

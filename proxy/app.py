@@ -14,9 +14,10 @@ from .handlers import add_routes
 from .metrics import Metrics
 from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
 from .redact import REDACTOR, install_log_redaction
+from .responses.store import open_store
 from .rules import RuleSet
 from .settings import Settings
-from .state import METRICS, SETTINGS, STATE, AppState, build_runtime, configured_secrets
+from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, AppState, build_runtime, configured_secrets
 
 
 async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -26,6 +27,11 @@ async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
     yield
     for upstream in app[STATE].runtime.upstreams.values():
         await upstream.close()
+
+
+async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[RESPONSES_STORE].close()
 
 
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
@@ -38,8 +44,11 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
     app[STATE] = AppState(build_runtime(rules, metrics))
     REDACTOR.update(configured_secrets(rules, settings))
     install_log_redaction()
+    app[RESPONSES_STORE] = open_store(settings.responses_store, settings.data_dir, settings.responses_ttl,
+                                      settings.redis_url)
     app.cleanup_ctx.append(_upstream_lifecycle)
     app.on_response_prepare.append(add_cors_headers)
+    app.cleanup_ctx.append(_store_lifecycle)
     add_routes(app)
     return app
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,3 +117,23 @@ def accumulate(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "system_fingerprint": head.get("system_fingerprint"),
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish or "stop"}],
             "usage": usage}
+
+
+def split_completion(completion: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A whole ``chat.completion`` (native, not streamed) as the chunks that would have streamed it."""
+    chunks: list[dict[str, Any]] = []
+    choices = completion.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], Mapping) else {}
+    message = choice.get("message") or {}
+    delta: dict[str, Any] = {}
+    for key in ("reasoning_content", "content"):
+        if isinstance(message.get(key), str) and message[key]:
+            delta[key] = message[key]
+    calls = [{"index": i, "id": call.get("id"), "type": "function", "function": call.get("function") or {}}
+             for i, call in enumerate(message.get("tool_calls") or ()) if isinstance(call, Mapping)]
+    if calls:
+        delta["tool_calls"] = calls
+    chunks.append({"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or "stop"}]})
+    if isinstance(completion.get("usage"), Mapping):
+        chunks.append({"choices": [], "usage": completion["usage"]})
+    return chunks

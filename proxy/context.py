@@ -15,6 +15,7 @@ class RequestInfo:
 
     request_id: str
     started: float = field(default_factory=time.perf_counter)
+    endpoint: str = "chat"  # bounded label: "chat" (chat completions), "responses" or "passthrough"
     model: str = OTHER  # bounded label: the rule's match pattern
     tool_mode: str = "-"
     stream: bool = False
@@ -42,8 +43,8 @@ class RequestInfo:
                 self.completion_tokens = usage["completion_tokens"]
 
     def summary(self, status: int, duration: float) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": self.model, "tool_mode": self.tool_mode, "stream": self.stream,
-                               "status": status, "duration_ms": round(duration * 1000, 2)}
+        out: dict[str, Any] = {"endpoint": self.endpoint, "model": self.model, "tool_mode": self.tool_mode,
+                               "stream": self.stream, "status": status, "duration_ms": round(duration * 1000, 2)}
         if self.first_token is not None:
             out["ttft_ms"] = round((self.first_token - self.started) * 1000, 2)
         for key in ("upstream", "prompt_tokens", "completion_tokens", "parse_outcome"):

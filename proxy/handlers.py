@@ -11,21 +11,30 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from . import modes
+from . import modes, responses
 from .catalog import model_card
-from .errors import InvalidRequest, ModelNotFound, NotFound, PayloadTooLarge, ProxyError, Unauthorized, render_error
+from .errors import (
+    ErrorView,
+    InvalidRequest,
+    ModelNotFound,
+    NotFound,
+    PayloadTooLarge,
+    ProxyError,
+    Unauthorized,
+    render_error,
+)
 from .jsoncodec import dumps
 from .policies import apply_policies
 from .redact import REDACTOR
 from .rules import Resolved
 from .sse import encode_json
-from .state import METRICS, SETTINGS, STATE, reload_rules, request_info
+from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 from .turn import ChatTurn
 from .upstream.openai_http import relay_headers
 
@@ -34,7 +43,7 @@ log = logging.getLogger(__name__)
 # The other /v1 endpoints relayed to the model's upstream (JSON bodies that name a model). Anything
 # else under /v1 is a 404 and nothing is sent upstream: the upstream's key must not open other doors.
 PASSTHROUGH_PATHS = ("/v1/completions", "/v1/embeddings", "/v1/moderations", "/v1/rerank", "/v1/score",
-                     "/v1/audio/speech", "/v1/images/generations", "/v1/responses")
+                     "/v1/audio/speech", "/v1/images/generations")
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
@@ -74,21 +83,65 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     info = request_info(request)
     info.counted = True
     turn = ChatTurn.from_body(await read_json(request))
-    settings, metrics, state = request.app[SETTINGS], request.app[METRICS], request.app[STATE]
     info.stream = turn.stream
-    metrics.request_started(info)
-    resolved = resolve_model(request, turn.model)
+    request.app[METRICS].request_started(info)
+    job = start_job(request, turn, resolve_model(request, turn.model))
+    if turn.stream:
+        return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
+    return json_answer(await modes.complete_within(job))
+
+
+def start_job(request: web.Request, turn: ChatTurn, resolved: Resolved) -> modes.ChatJob:
+    """The typed turn after the policies, with everything a mode needs (every front end)."""
+    info = request_info(request)
+    settings, metrics, state = request.app[SETTINGS], request.app[METRICS], request.app[STATE]
     info.model, info.tool_mode = resolved.label, resolved.rule.tool_mode
     upstream = state.runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
     policy = apply_policies(turn, resolved.rule)
     metrics.record_policies(info.model, policy.actions)
     info.policies.extend(policy.actions)
-    job = modes.ChatJob(policy.turn, resolved, upstream, info, metrics, state.auto_emulate_until,
-                        settings.dump_dir, settings.log_content)
-    if turn.stream:
-        return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
-    return json_answer(await modes.complete_within(job))
+    return modes.ChatJob(policy.turn, resolved, upstream, info, metrics, state.auto_emulate_until,
+                         settings.dump_dir, settings.log_content)
+
+
+async def create_response(request: web.Request) -> web.StreamResponse:
+    """POST /v1/responses: Responses request → chat turn → the same pipeline → Response events."""
+    info = request_info(request)
+    info.counted, info.endpoint = True, "responses"
+    raw = await read_json(request)
+    model = responses.model_of(raw)
+    info.stream = isinstance(raw, dict) and raw.get("stream") is True
+    request.app[METRICS].request_started(info)
+    resolved = resolve_model(request, model)
+    if resolved.rule.responses_passthrough:  # an upstream with its own Responses API judges the body
+        info.model, info.tool_mode = resolved.label, "passthrough"
+        return await relay(request, raw, resolved, model)
+    store = request.app[RESPONSES_STORE]
+    drop = resolved.rule.responses_other_tools == "drop"
+    wire = await responses.resolve_references(store, responses.parse_request(raw, drop_other_tools=drop))
+    context = await responses.load_context(store, wire.previous_response_id)
+    exchange = responses.Exchange(wire, context, store)
+    job = start_job(request, responses.chat_turn(wire, context), resolved)
+    if wire.stream:
+        return await send_stream(request, exchange.sse(job), exchange.error_bytes)
+    return json_answer(await exchange.complete(job))
+
+
+async def get_response(request: web.Request) -> web.Response:
+    record = await responses.load(request.app[RESPONSES_STORE], request.match_info["response_id"])
+    return json_answer(record.response)
+
+
+async def delete_response(request: web.Request) -> web.Response:
+    response_id = request.match_info["response_id"]
+    await responses.delete(request.app[RESPONSES_STORE], response_id)
+    return web.json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def list_input_items(request: web.Request) -> web.Response:
+    record = await responses.load(request.app[RESPONSES_STORE], request.match_info["response_id"])
+    return json_answer(responses.input_items_page(record, request.query))
 
 
 def json_answer(value: Any) -> web.Response:
@@ -96,8 +149,10 @@ def json_answer(value: Any) -> web.Response:
     return web.Response(body=REDACTOR.redact_bytes(dumps(value)), content_type="application/json")
 
 
-async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None]) -> web.StreamResponse:
-    """Relay SSE bytes; errors before the first byte become HTTP errors, after it an error event."""
+async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None],
+                      error_bytes: Callable[[ErrorView], bytes] | None = None) -> web.StreamResponse:
+    """Relay SSE bytes; errors before the first byte become HTTP errors, after it an error event
+    (``error_bytes`` renders it for another front end; chat's is the OpenAI error body)."""
     info = request_info(request)
     try:
         first = await anext(chunks, None)
@@ -120,7 +175,7 @@ async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None])
             log.exception("stream failed after it started")
         else:
             log.warning("stream failed after it started: %s", view.error.message)
-        await _write_quietly(response, encode_json(view.body))
+        await _write_quietly(response, error_bytes(view) if error_bytes else encode_json(view.body))
     finally:
         await chunks.aclose()
     return response
@@ -162,14 +217,21 @@ async def metrics(request: web.Request) -> web.Response:
 async def passthrough(request: web.Request) -> web.StreamResponse:
     """The ``PASSTHROUGH_PATHS`` (embeddings, completions, ...) go to the upstream of the body's model."""
     info = request_info(request)
-    info.counted = True
+    info.counted, info.endpoint = True, "passthrough"
     raw = await read_json(request)
     model = raw.get("model") if isinstance(raw, dict) else None
     if not isinstance(model, str) or not model:
         raise InvalidRequest("Missing required parameter: 'model'.", param="model")
     resolved = resolve_model(request, model)
     info.model, info.tool_mode, info.stream = resolved.label, "passthrough", bool(raw.get("stream"))
+    return await relay(request, raw, resolved, model)
+
+
+async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, model: str) -> web.StreamResponse:
+    """Send the body as it is (model renamed) to the same path on the model's upstream; relay the answer."""
+    info = request_info(request)
     upstream = request.app[STATE].runtime.upstreams[resolved.upstream_name]
+    info.upstream = upstream.name
     body = json.dumps({**raw, "model": resolved.upstream_model(model)}).encode()
     path = request.path.removeprefix("/v1")
     upstream_resp = await upstream.forward(request.method, path, body, "application/json")
@@ -204,6 +266,10 @@ async def admin_reload(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/responses", create_response)
+    app.router.add_get("/v1/responses/{response_id}", get_response)
+    app.router.add_delete("/v1/responses/{response_id}", delete_response)
+    app.router.add_get("/v1/responses/{response_id}/input_items", list_input_items)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/models/{model:.+}", get_model)
     app.router.add_get("/healthz", healthz)

@@ -42,6 +42,9 @@ class Metrics:
         reg = self.registry
         self.requests = Counter("toolshim_requests", "Client requests by outcome.",
                                 ["model", "tool_mode", "stream", "status"], registry=reg)
+        self.endpoint_requests = Counter("toolshim_endpoint_requests",
+                                         "Client requests by API (chat, responses, passthrough) and outcome.",
+                                         ["endpoint", "status"], registry=reg)
         self.in_flight = Gauge("toolshim_requests_in_flight", "Requests being served now.", ["stream"],
                                registry=reg, multiprocess_mode="livesum")
         self.request_duration = Histogram("toolshim_request_duration_seconds", "Whole-request latency.",
@@ -102,8 +105,9 @@ class Metrics:
             info.in_flight = None
         if not info.counted:
             return
-        stream = _flag(info.stream)
-        self.requests.labels(info.model, info.tool_mode, stream, info.error_code or f"{status // 100}xx").inc()
+        stream, outcome = _flag(info.stream), info.error_code or f"{status // 100}xx"
+        self.requests.labels(info.model, info.tool_mode, stream, outcome).inc()
+        self.endpoint_requests.labels(info.endpoint, outcome).inc()
         self.request_duration.labels(info.model, info.tool_mode, stream).observe(duration)
         if info.stream and info.first_token is not None:
             self.ttft.labels(info.model, info.tool_mode).observe(info.first_token - info.started)

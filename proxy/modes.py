@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import native
-from .chunks import ChunkFactory, accumulate
+from .chunks import ChunkFactory, accumulate, split_completion
 from .context import RequestInfo
 from .dumps import DEFAULT_DUMP_DIR, DumpWriter
 from .emulation import Emulator
@@ -32,6 +32,8 @@ from .upstream import Upstream
 
 _TOOLS_REJECTED = re.compile(r"tool|function[ _-]?call", re.IGNORECASE)
 _MAX_REMEMBERED = 10_000
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def rejects_tools(err: UpstreamHTTPError) -> bool:
@@ -161,12 +163,67 @@ async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
     yield DONE_BYTES
 
 
+async def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
+    """Chat chunk dicts in whichever mode applies: the input of another front end (Responses).
+
+    Native answers are decoded (streamed) or split into chunks (not streamed); the fallbacks
+    (``auto``, ``retry_without_tools``) happen before the first chunk, as in ``stream``."""
+    fmt = job.emulation_format()
+    if fmt is None:
+        source = _native_chunks(job, job.native_body())
+        try:
+            first = await anext(source, None)
+        except UpstreamHTTPError as err:
+            await source.aclose()
+            if job.can_retry_without_tools(err):
+                async for chunk in _native_chunks(job, job.without_tools_body()):
+                    yield chunk
+                return
+            if not job.can_fall_back(err):
+                raise
+            job.remember_fallback()
+            fmt = job.resolved.rule.fallback_format
+        else:
+            try:
+                if first is not None:
+                    yield first
+                async for chunk in source:
+                    yield chunk
+            finally:
+                await source.aclose()
+            return
+    job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
+    chunks = job.start_emulator(fmt).chunks()
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        await chunks.aclose()
+
+
+async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+    if not job.turn.stream:
+        for chunk in split_completion(await native.complete(job.upstream, body, job.info)):
+            yield chunk
+        return
+    async for chunk in native.chunks(job.upstream, body, job.info):
+        yield chunk
+
+
 async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     """Bound a whole stream: before the first byte expiry is a 504; after it, a clean finish."""
+    async for piece in bounded(job, chunks, lambda: [encode_json(job.finish_chunk("length")), DONE_BYTES]):
+        yield piece
+
+
+async def bounded(job: ChatJob, items: AsyncGenerator[T, None], on_expiry: Callable[[], list[T]],
+                  ) -> AsyncGenerator[T, None]:
+    """Bound a stream of any items by the rule's deadline: before the first item expiry is a 504;
+    after it, ``on_expiry()`` ends the stream (a finish with reason ``length``)."""
     seconds = job.resolved.rule.max_request_seconds
     if seconds is None:
-        async for piece in chunks:
-            yield piece
+        async for item in items:
+            yield item
         return
     deadline = asyncio.get_running_loop().time() + seconds
     sent = False
@@ -175,7 +232,7 @@ async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> As
             scope = asyncio.timeout_at(deadline)
             try:
                 async with scope:
-                    piece = await anext(chunks)
+                    item = await anext(items)
             except StopAsyncIteration:
                 return
             except TimeoutError:
@@ -185,23 +242,28 @@ async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> As
                 if not sent:
                     raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") \
                         from None
-                yield encode_json(job.finish_chunk("length"))
-                yield DONE_BYTES
+                for last in on_expiry():
+                    yield last
                 return
             sent = True
-            yield piece
+            yield item
     finally:
-        await chunks.aclose()
+        await items.aclose()
 
 
 async def complete_within(job: ChatJob) -> dict[str, Any]:
+    return await within_deadline(job, complete)
+
+
+async def within_deadline(job: ChatJob, run: Callable[[ChatJob], Awaitable[R]]) -> R:
+    """A whole answer (``complete``, or another front end's) within the rule's deadline."""
     seconds = job.resolved.rule.max_request_seconds
     if seconds is None:
-        return await complete(job)
+        return await run(job)
     scope = asyncio.timeout(seconds)
     try:
         async with scope:
-            return await complete(job)
+            return await run(job)
     except TimeoutError:
         if not scope.expired():
             raise  # an upstream timeout (also a TimeoutError), not the deadline

@@ -38,6 +38,24 @@ async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) ->
         await upstream_stream.aclose()
 
 
+async def chunks(upstream: Upstream, body: dict[str, Any], info: RequestInfo,
+                 ) -> AsyncGenerator[dict[str, Any], None]:
+    """The stream decoded into chunk dicts (for a front end that re-shapes them); closes the upstream."""
+    upstream_stream = await upstream.stream(body)
+    try:
+        async for payload in upstream_stream:
+            chunk = parse_payload(payload)
+            delta = decode(chunk)
+            info.note_usage(delta.usage)
+            if delta.has_output:
+                info.mark_first_token()
+            if delta.has_tool_calls:
+                info.tool_calls += _new_calls(chunk)
+            yield chunk
+    finally:
+        await upstream_stream.aclose()
+
+
 def _note(payload: Payload, info: RequestInfo) -> None:
     """The stream's head, its first token and its usage, without changing what is relayed."""
     if info.first_token is not None and isinstance(payload, str) and '"usage"' not in payload:
@@ -56,6 +74,14 @@ def _note(payload: Payload, info: RequestInfo) -> None:
 
 def _dumps(chunk: dict[str, Any]) -> str:
     return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+
+
+def _new_calls(chunk: dict[str, Any]) -> int:
+    """Calls that start in this chunk (their first fragment carries the id)."""
+    choice = (chunk.get("choices") or [{}])[0]
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+    return sum(1 for call in calls or () if isinstance(call, dict) and call.get("id"))
 
 
 def _count_calls(result: dict[str, Any]) -> int:

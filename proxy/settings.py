@@ -9,7 +9,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -40,6 +40,11 @@ class Settings(BaseModel):
     allowed_hosts: tuple[str, ...] = ()  # Host header values served; empty: loopback names when bound to loopback
 
     allow_unauthenticated: bool = False  # serve a non-loopback address without client keys, on purpose
+    # the Responses API's stored responses (previous_response_id, GET /v1/responses/{id})
+    data_dir: Path = Path("toolshim-data")  # the embedded SQLite store lives here (created on first write)
+    responses_store: Literal["sqlite", "redis"] = "sqlite"
+    redis_url: str | None = None  # responses_store "redis": redis://host:port/db (several replicas share it)
+    responses_ttl: float = Field(30 * 24 * 3600.0, gt=0)  # seconds a stored response can be continued
 
     @field_validator("api_keys", "allowed_origins", "allowed_hosts", mode="before")
     @classmethod
@@ -110,6 +115,10 @@ ENV_VARS = {
     "allowed_origins": "TOOLSHIM_CORS_ORIGINS",
     "allowed_hosts": "TOOLSHIM_ALLOWED_HOSTS",
     "allow_unauthenticated": "TOOLSHIM_ALLOW_UNAUTHENTICATED",
+    "data_dir": "TOOLSHIM_DATA_DIR",
+    "responses_store": "TOOLSHIM_RESPONSES_STORE",
+    "redis_url": "TOOLSHIM_REDIS_URL",
+    "responses_ttl": "TOOLSHIM_RESPONSES_TTL",
 }
 
 

@@ -96,4 +96,9 @@ def encode_json(payload: Any) -> bytes:
     return b"data: " + dumps(payload) + b"\n\n"
 
 
+def encode_event(name: str, payload: Any) -> bytes:
+    """A named event (``event: <name>``), as the Responses API streams them."""
+    return f"event: {name}\n".encode() + encode_json(payload)
+
+
 DONE_BYTES = encode(DONE)

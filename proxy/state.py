@@ -16,6 +16,7 @@ from .catalog import ModelCatalog
 from .context import RequestInfo
 from .metrics import Metrics
 from .redact import REDACTOR
+from .responses.store import ResponseStore
 from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
 from .settings import Settings
 from .upstream import Upstream, build_upstream
@@ -42,6 +43,7 @@ class AppState:
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 STATE = web.AppKey("state", AppState)
+RESPONSES_STORE = web.AppKey("responses_store", ResponseStore)
 INFO_KEY = web.RequestKey("toolshim.info", RequestInfo)
 
 
@@ -60,7 +62,7 @@ def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[Upstr
 
 def configured_secrets(rules: RuleSet, settings: Settings) -> list[str | None]:
     """Every secret the operator configured: upstream keys and header values, client and admin keys."""
-    secrets: list[str | None] = [*settings.api_keys, settings.admin_key]
+    secrets: list[str | None] = [*settings.api_keys, settings.admin_key, settings.redis_url]
     for config in rules.upstreams.values():
         secrets.append(config.api_key())
         secrets.extend(config.headers.values())

@@ -103,11 +103,13 @@ def wait_ready(service: Service, path: str, *, timeout: float, on_wait: WaitCall
         time.sleep(0.25)
 
 
-def spawn(name: str, cmd: Sequence[str], port: int, *, model_id: str = "", files: tuple[Path, ...] = ()) -> Service:
-    """Start ``cmd`` with stdout+stderr in a fresh temporary log file."""
+def spawn(name: str, cmd: Sequence[str], port: int, *, model_id: str = "", files: tuple[Path, ...] = (),
+          env: Mapping[str, str] | None = None) -> Service:
+    """Start ``cmd`` with stdout+stderr in a fresh temporary log file (``env`` adds variables)."""
     fd, log_name = tempfile.mkstemp(prefix=f"toolshim-{name}-{port}-", suffix=".log")
     with os.fdopen(fd, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                env={**os.environ, **env} if env else None)
     return Service(name=name, proc=proc, port=port, log_path=Path(log_name), model_id=model_id, files=files)
 
 
@@ -115,7 +117,10 @@ def stop(service: Service, *, keep_log: bool = False) -> None:
     """Stop a service and delete its temporary files (the log survives when the caller shows it)."""
     stop_process(service.proc)
     for path in service.files:
-        path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     if not keep_log:
         service.log_path.unlink(missing_ok=True)
 
@@ -168,7 +173,9 @@ def start_toolshim(rules: Mapping[str, Any], port: int | None = None, *, timeout
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(rules, fh, indent=2)
     rules_path = Path(rules_name)
-    service = spawn("toolshim", toolshim_command(rules_path, port), port, files=(rules_path,))
+    data_dir = Path(tempfile.mkdtemp(prefix="toolshim-data-"))  # stored Responses, removed with the service
+    service = spawn("toolshim", toolshim_command(rules_path, port), port, files=(rules_path, data_dir),
+                    env={"TOOLSHIM_DATA_DIR": str(data_dir)})
     try:
         wait_ready(service, "/healthz", timeout=timeout)
     except BaseException:

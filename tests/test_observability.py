@@ -64,6 +64,7 @@ async def test_native_request_changes_exactly_these_samples(start_proxy, fake_up
     assert changed == {
         ("toolshim_requests_total", (("model", "gpt-*"), ("status", "2xx"), ("stream", "false"),
                                      ("tool_mode", "native"))): 1.0,
+        ("toolshim_endpoint_requests_total", (("endpoint", "chat"), ("status", "2xx"))): 1.0,
         ("toolshim_request_duration_seconds_count", (("model", "gpt-*"), ("stream", "false"),
                                                      ("tool_mode", "native"))): 1.0,
         ("toolshim_upstream_requests_total", (("outcome", "ok"), ("upstream", "up"))): 1.0,

@@ -17,6 +17,7 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
     name: (kind, frozenset(labels.split()))
     for name, kind, labels in [
         ("toolshim_requests_total", "counter", "model tool_mode stream status"),
+        ("toolshim_endpoint_requests_total", "counter", "endpoint status"),
         ("toolshim_requests_in_flight", "gauge", "stream"),
         ("toolshim_request_duration_seconds", "histogram", "model tool_mode stream"),
         ("toolshim_time_to_first_token_seconds", "histogram", "model tool_mode"),

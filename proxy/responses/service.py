@@ -1,0 +1,153 @@
+"""Serving one ``POST /v1/responses`` once the handler built its chat job.
+
+The chat chunks of whichever mode applies (``modes.chat_chunks``, under the rule's deadline)
+go through a ``ResponseAssembler``; the result is stored (when ``store`` is on and the answer
+finished) before the client sees the final event, so a follow-up with ``previous_response_id``
+always finds it. A failure before the first chunk is the handler's HTTP error; after it, the
+stream ends with ``error`` and ``response.failed``. Failed responses are not stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+from .. import modes
+from ..errors import ErrorView, InvalidRequest, NotFound
+from ..redact import REDACTOR
+from ..sse import encode_event
+from ..turn import ChatTurn
+from .events import Event, ResponseAssembler
+from .record import StoredResponse
+from .request import Item, ResponsesRequest
+from .store import ResponseStore
+
+_MAX_PAGE = 100
+
+
+async def load(store: ResponseStore, response_id: str, param: str | None = None) -> StoredResponse:
+    """A stored response, or a 404 in OpenAI's shape (unknown, expired, deleted or never stored)."""
+    record = await store.load(response_id)
+    if record is None:
+        raise NotFound(f"Response with id '{response_id[:100]}' not found.", param=param,
+                       code="response_not_found")
+    return record
+
+
+async def delete(store: ResponseStore, response_id: str) -> None:
+    if not await store.delete(response_id):
+        raise NotFound(f"Response with id '{response_id[:100]}' not found.", code="response_not_found")
+
+
+async def resolve_references(store: ResponseStore, request: ResponsesRequest) -> ResponsesRequest:
+    """``item_reference`` input items replaced by the stored output items they name."""
+    ids = request.references()
+    return request.with_references(await store.load_items(ids)) if ids else request
+
+
+async def load_context(store: ResponseStore, previous_response_id: str | None) -> list[Item]:
+    """The conversation a ``previous_response_id`` continues (empty without one)."""
+    if previous_response_id is None:
+        return []
+    return (await load(store, previous_response_id, "previous_response_id")).conversation()
+
+
+def chat_turn(request: ResponsesRequest, context: Sequence[Item]) -> ChatTurn:
+    """The typed chat turn; a chat-side error about a tool names the Responses field."""
+    try:
+        return ChatTurn.from_body(request.chat_body(context))
+    except InvalidRequest as exc:
+        if exc.param and exc.param.startswith("tools["):
+            exc.param = exc.param.replace(".function.", ".", 1)
+            exc.message = exc.message.replace(".function.", ".", 1)
+        raise
+
+
+def input_items_page(record: StoredResponse, query: Mapping[str, str]) -> dict[str, Any]:
+    """``GET /v1/responses/{id}/input_items``: ``order`` (desc), ``limit`` (20, up to 100), ``after``."""
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("Invalid value for 'order': expected 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(query.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= _MAX_PAGE:
+        raise InvalidRequest(f"Invalid value for 'limit': expected 1 to {_MAX_PAGE}.", param="limit")
+    items = list(record.input) if order == "asc" else list(reversed(record.input))
+    after = query.get("after")
+    if after:
+        ids = [item.get("id") for item in items]
+        items = items[ids.index(after) + 1:] if after in ids else []
+    page = items[:limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+
+
+class Exchange:
+    """One Responses request: its assembler, what to store, and how to end it."""
+
+    def __init__(self, request: ResponsesRequest, context: Sequence[Item], store: ResponseStore) -> None:
+        self.request = request
+        self.context = list(context)
+        self.store = store
+        self.assembler = ResponseAssembler(request.model, request.echo())
+
+    async def complete(self, job: modes.ChatJob) -> dict[str, Any]:
+        """The whole Response object (non-streaming clients)."""
+        return await modes.within_deadline(job, self._collect)
+
+    async def _collect(self, job: modes.ChatJob) -> dict[str, Any]:
+        chunks = modes.chat_chunks(job)
+        try:
+            async for chunk in chunks:
+                self.assembler.feed(chunk)
+        finally:
+            await chunks.aclose()
+        self.assembler.finish()
+        await self._save()
+        return self.assembler.response
+
+    async def events(self, job: modes.ChatJob) -> AsyncGenerator[Event, None]:
+        """The Responses stream events; the first upstream chunk is awaited before ``response.created``."""
+        chunks = modes.bounded(job, modes.chat_chunks(job), lambda: [job.finish_chunk("length")])
+        try:
+            first = await anext(chunks, None)
+            for event in self.assembler.start():
+                yield event
+            if first is not None:
+                for event in self.assembler.feed(first):
+                    yield event
+            async for chunk in chunks:
+                for event in self.assembler.feed(chunk):
+                    yield event
+        finally:
+            await chunks.aclose()
+        final = self.assembler.finish()
+        await self._save()
+        for event in final:
+            yield event
+
+    async def sse(self, job: modes.ChatJob) -> AsyncGenerator[bytes, None]:
+        events = self.events(job)
+        try:
+            async for event in events:
+                yield encode(event)
+        finally:
+            await events.aclose()
+
+    def error_bytes(self, view: ErrorView) -> bytes:
+        """A failure after the stream started: ``error``, then ``response.failed``."""
+        error = view.body["error"]
+        return b"".join(encode(event) for event in self.assembler.fail(error.get("code"), error["message"],
+                                                                         error.get("param")))
+
+    async def _save(self) -> None:
+        if not self.request.store:
+            return
+        record = StoredResponse(self.assembler.response, list(self.request.input), self.context)
+        await self.store.save(record)
+
+
+def encode(event: Event) -> bytes:
+    return REDACTOR.redact_bytes(encode_event(str(event["type"]), event))
