@@ -32,16 +32,16 @@ model: install  ## fetch and verify the local model file (Qwen2.5-Coder-0.5B-Ins
 demo: llama model  ## the main job: a real local model calls tools through toolshim
 	$(BIN)/python demo/agent.py
 
-test: llama model  ## everything: lint, unit, property, end-to-end and real-model tests
-	$(BIN)/ruff check proxy tests bench demo scripts
+test: llama model lint  ## everything: lint, types, unit, property, end-to-end and real-model tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: install  ## the tests that need no local model
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not realmodel"
 
-lint: install  ## ruff
+lint: install  ## ruff (lint and format) and mypy --strict; fails on any finding
 	$(BIN)/ruff check proxy tests bench demo scripts
-	$(BIN)/ruff format --check proxy tests bench demo scripts || true
+	$(BIN)/ruff format --check proxy tests bench demo scripts
+	$(BIN)/mypy --strict proxy
 
 bench: install  ## the benchmarks (proxy overhead, parsers, local model)
 	$(BIN)/python bench/overhead.py

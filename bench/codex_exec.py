@@ -47,22 +47,37 @@ async def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="toolshim-codex-"))
     (work / "answer.txt").write_text("forty-two\n")
     (work / "codex-home").mkdir()
-    rules = write_rules(work, fake.url, [{"match": "*", "upstream": "up", "tool_mode": "hermes",
-                                          "responses_other_tools": "drop"}])
+    rules = write_rules(
+        work, fake.url, [{"match": "*", "upstream": "up", "tool_mode": "hermes", "responses_other_tools": "drop"}]
+    )
     app = create_app(Settings(rules_path=rules, data_dir=work / "data"), load_rules(rules))
     proxy_port = free_port()
     runner = await start_site(app, "127.0.0.1", proxy_port)
     command = json.dumps({"cmd": "cat answer.txt"})
     call = get_format("hermes").render_calls([ToolCallRecord("c", "exec_command", command)])
     fake.script(Reply(pieces=text_stream([call])), Reply(pieces=text_stream(["The file says forty-two."])))
-    provider = (f'model_providers.toolshim={{name="toolshim", base_url="http://127.0.0.1:{proxy_port}/v1", '
-                'wire_api="responses", env_key="TOOLSHIM_KEY"}')
+    provider = (
+        f'model_providers.toolshim={{name="toolshim", base_url="http://127.0.0.1:{proxy_port}/v1", '
+        'wire_api="responses", env_key="TOOLSHIM_KEY"}'
+    )
     try:
         proc = await asyncio.create_subprocess_exec(
-            CODEX, "exec", "--skip-git-repo-check", "-c", 'model_provider="toolshim"', "-c", provider, "-m", "m",
-            "What does answer.txt say?", cwd=work, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "TOOLSHIM_KEY": "unused", "CODEX_HOME": str(work / "codex-home")})
+            CODEX,
+            "exec",
+            "--skip-git-repo-check",
+            "-c",
+            'model_provider="toolshim"',
+            "-c",
+            provider,
+            "-m",
+            "m",
+            "What does answer.txt say?",
+            cwd=work,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "TOOLSHIM_KEY": "unused", "CODEX_HOME": str(work / "codex-home")},
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=180)
     finally:
         await runner.cleanup()
@@ -70,8 +85,10 @@ async def main() -> int:
     text = out.decode(errors="replace")
     print(text[-4000:])
     results = [m for body in fake.requests[1:] for m in body.get("messages", []) if "forty-two" in str(m)]
-    print(f"[codex] exit {proc.returncode}; upstream calls {len(fake.requests)}; command output reached the model: "
-          f"{bool(results)}")
+    print(
+        f"[codex] exit {proc.returncode}; upstream calls {len(fake.requests)}; command output reached the model: "
+        f"{bool(results)}"
+    )
     return 0 if proc.returncode == 0 and results and "forty-two" in text else 1
 
 

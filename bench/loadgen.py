@@ -20,19 +20,32 @@ import aiohttp
 import mock_upstream
 
 HEADERS = {"Content-Type": "application/json"}
-BODY = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Say hello."}],
-                   "max_tokens": 16}).encode()
-STREAM_BODY = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Count."}],
-                          "stream": True}).encode()
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+BODY = json.dumps(
+    {"model": "bench-model", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16}
+).encode()
+STREAM_BODY = json.dumps(
+    {"model": "bench-model", "messages": [{"role": "user", "content": "Count."}], "stream": True}
+).encode()
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def emulated_body(model: str) -> bytes:
     """A streamed request with ``tools``; ``emu-*`` models match the bench's hermes rule."""
-    return json.dumps({"model": model, "stream": True, "tools": [WEATHER],
-                       "messages": [{"role": "user", "content": "Weather in Paris?"}]}).encode()
+    return json.dumps(
+        {
+            "model": model,
+            "stream": True,
+            "tools": [WEATHER],
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        }
+    ).encode()
 
 
 EMU_PACED, EMU_BURST = emulated_body("emu-paced"), emulated_body("emu-burst")
@@ -45,13 +58,17 @@ def agent_body(kb: int) -> bytes:
     messages: list[dict[str, object]] = [{"role": "system", "content": "You are a coding agent. " * 20}]
     while len(json.dumps(messages)) < kb * 1000:
         i = len(messages)
-        call = {"id": f"call_{i:024d}", "type": "function",
-                "function": {"name": "get_weather", "arguments": json.dumps({"city": f"Paris {i}"})}}
-        messages += [{"role": "user", "content": f"Step {i}: and the weather in the next city? ü" * 4},
-                     {"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": call["id"], "content": "Sunny, 21 °C, light wind.\n" * 20}]
-    return json.dumps({"model": "bench-model", "tools": [WEATHER] * 8, "messages": messages,
-                       "max_tokens": 16}).encode()
+        call = {
+            "id": f"call_{i:024d}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": f"Paris {i}"})},
+        }
+        messages += [
+            {"role": "user", "content": f"Step {i}: and the weather in the next city? ü" * 4},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "Sunny, 21 °C, light wind.\n" * 20},
+        ]
+    return json.dumps({"model": "bench-model", "tools": [WEATHER] * 8, "messages": messages, "max_tokens": 16}).encode()
 
 
 # --- clients -------------------------------------------------------------------------------------

@@ -44,24 +44,56 @@ SYSTEM = "You are a helpful assistant. Use a tool when it can answer the questio
 
 def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     """An OpenAI function tool."""
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 TOOLS = [
-    tool("get_weather", "Get the current weather in a city.",
-         {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["city"]),
+    tool(
+        "get_weather",
+        "Get the current weather in a city.",
+        {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        ["city"],
+    ),
     tool("calculator", "Evaluate an arithmetic expression.", {"expression": {"type": "string"}}, ["expression"]),
-    tool("web_search", "Search the web and return the top results.",
-         {"query": {"type": "string"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 10}}, ["query"]),
-    tool("send_email", "Send an email.", {"to": {"type": "string"}, "subject": {"type": "string"},
-                                          "body": {"type": "string"}}, ["to", "subject", "body"]),
-    tool("create_event", "Add an event to the user's calendar.",
-         {"title": {"type": "string"}, "date": {"type": "string", "description": "YYYY-MM-DD"},
-          "time": {"type": "string", "description": "HH:MM, 24-hour"}}, ["title", "date"]),
-    tool("convert_currency", "Convert an amount of money between currencies.",
-         {"amount": {"type": "number"}, "from_currency": {"type": "string", "description": "ISO code, e.g. USD"},
-          "to_currency": {"type": "string", "description": "ISO code"}}, ["amount", "from_currency", "to_currency"]),
+    tool(
+        "web_search",
+        "Search the web and return the top results.",
+        {"query": {"type": "string"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 10}},
+        ["query"],
+    ),
+    tool(
+        "send_email",
+        "Send an email.",
+        {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+        ["to", "subject", "body"],
+    ),
+    tool(
+        "create_event",
+        "Add an event to the user's calendar.",
+        {
+            "title": {"type": "string"},
+            "date": {"type": "string", "description": "YYYY-MM-DD"},
+            "time": {"type": "string", "description": "HH:MM, 24-hour"},
+        },
+        ["title", "date"],
+    ),
+    tool(
+        "convert_currency",
+        "Convert an amount of money between currencies.",
+        {
+            "amount": {"type": "number"},
+            "from_currency": {"type": "string", "description": "ISO code, e.g. USD"},
+            "to_currency": {"type": "string", "description": "ISO code"},
+        },
+        ["amount", "from_currency", "to_currency"],
+    ),
 ]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
@@ -119,8 +151,9 @@ def ask(client: OpenAI, model: str, prompt: str, expected: str, max_tokens: int)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     began = time.monotonic()
     try:
-        response = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, tool_choice="auto",
-                                                  temperature=0, max_tokens=max_tokens)
+        response = client.chat.completions.create(
+            model=model, messages=messages, tools=TOOLS, tool_choice="auto", temperature=0, max_tokens=max_tokens
+        )
     except APIError as exc:
         return Outcome(False, False, time.monotonic() - began, f"error: {exc}")
     seconds = time.monotonic() - began
@@ -138,22 +171,30 @@ def run_mode(client: OpenAI, model: str, label: str, args: argparse.Namespace) -
         outcomes.append(outcome)
         mark = "ok " if outcome.correct else "-- "
         leak = " LEAK" if outcome.leaked else ""
-        print(f"  [{label} {i:2}] {mark}{outcome.seconds:5.1f} s{leak}  {outcome.detail[:90]}", file=sys.stderr,
-              flush=True)
+        print(
+            f"  [{label} {i:2}] {mark}{outcome.seconds:5.1f} s{leak}  {outcome.detail[:90]}",
+            file=sys.stderr,
+            flush=True,
+        )
     return outcomes
 
 
 def table(results: dict[str, list[Outcome]], model_name: str) -> str:
     """The summary as a Markdown table (ready for the README)."""
-    lines = [f"Model: {model_name}, {len(next(iter(results.values())))} prompts, temperature 0, 6 tools offered",
-             "", "| mode | correct structured call | markup leaked into content | median latency |",
-             "|---|---|---|---|"]
+    lines = [
+        f"Model: {model_name}, {len(next(iter(results.values())))} prompts, temperature 0, 6 tools offered",
+        "",
+        "| mode | correct structured call | markup leaked into content | median latency |",
+        "|---|---|---|---|",
+    ]
     for mode, outs in results.items():
         n = len(outs)
         correct, leaked = sum(o.correct for o in outs), sum(o.leaked for o in outs)
         median = statistics.median(o.seconds for o in outs)
-        lines.append(f"| {mode} | {correct}/{n} ({100 * correct / n:.0f}%) | {leaked}/{n} ({100 * leaked / n:.0f}%) "
-                     f"| {median:.1f} s |")
+        lines.append(
+            f"| {mode} | {correct}/{n} ({100 * correct / n:.0f}%) | {leaked}/{n} ({100 * leaked / n:.0f}%) "
+            f"| {median:.1f} s |"
+        )
     return "\n".join(lines)
 
 

@@ -23,20 +23,42 @@ import time
 
 from aiohttp import web
 
-COMPLETION = json.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "bench-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
-                 "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18}}).encode()
+COMPLETION = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "bench-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 9, "total_tokens": 18},
+    }
+).encode()
 
 # The <tool_call> block as a model streams it; "{stamp}" is the send time of the chunk closing the object.
-CALL_PIECES = ("<tool_call>\n", '{"name": "get_weather", ', '"arguments": {"city": ', '"Paris@c{stamp}"}}',
-               "\n</tool_call>")
+CALL_PIECES = (
+    "<tool_call>\n",
+    '{"name": "get_weather", ',
+    '"arguments": {"city": ',
+    '"Paris@c{stamp}"}}',
+    "\n</tool_call>",
+)
 
 
 def chunk(delta: dict[str, object], finish: str | None = None, **extra: object) -> bytes:
-    payload = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": "bench-model",
-               **extra, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    payload = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "bench-model",
+        **extra,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
@@ -49,8 +71,9 @@ def run_mock(port: int, chunks: int, interval: float, emu_text: int, emu_gap: fl
     async def native_stream(resp: web.StreamResponse) -> None:
         for i in range(chunks):
             last = i == chunks - 1
-            await resp.write(chunk({} if last else {"content": f"tok{i} "}, "stop" if last else None,
-                                   sent=time.monotonic()))
+            await resp.write(
+                chunk({} if last else {"content": f"tok{i} "}, "stop" if last else None, sent=time.monotonic())
+            )
             await asyncio.sleep(interval)
 
     async def emulated_stream(resp: web.StreamResponse, gap: float) -> None:
@@ -58,8 +81,11 @@ def run_mock(port: int, chunks: int, interval: float, emu_text: int, emu_gap: fl
             await resp.write(chunk({"content": piece.replace("{stamp}", f"{time.monotonic():.6f}")}))
             if gap:
                 await asyncio.sleep(gap)
-        usage = {"prompt_tokens": 50, "completion_tokens": emu_text + len(CALL_PIECES),
-                 "total_tokens": 50 + emu_text + len(CALL_PIECES)}
+        usage = {
+            "prompt_tokens": 50,
+            "completion_tokens": emu_text + len(CALL_PIECES),
+            "total_tokens": 50 + emu_text + len(CALL_PIECES),
+        }
         await resp.write(chunk({}, "stop", usage=usage))
 
     async def chat(request: web.Request) -> web.StreamResponse:

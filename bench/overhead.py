@@ -148,25 +148,46 @@ class Variant:
 
 def write_rules(upstream: str, tmp: Path) -> Path:
     rules = tmp / "rules.json5"
-    rules.write_text(json.dumps({"upstreams": {"mock": {"base_url": upstream + "/v1"}},
-                                 "models": [{"match": "emu-*", "upstream": "mock", "tool_mode": "hermes"},
-                                            {"match": "*", "upstream": "mock", "tool_mode": "native"}]}))
+    rules.write_text(
+        json.dumps(
+            {
+                "upstreams": {"mock": {"base_url": upstream + "/v1"}},
+                "models": [
+                    {"match": "emu-*", "upstream": "mock", "tool_mode": "hermes"},
+                    {"match": "*", "upstream": "mock", "tool_mode": "native"},
+                ],
+            }
+        )
+    )
     return rules
 
 
-def start_proxy(rules: Path, port: int, workers: int, variant: Variant,
-                profile: str | None = None) -> subprocess.Popen[bytes]:
+def start_proxy(
+    rules: Path, port: int, workers: int, variant: Variant, profile: str | None = None
+) -> subprocess.Popen[bytes]:
     args = ["serve", "--rules", str(rules), "--port", str(port), "--workers", str(workers)]
     cmd = [sys.executable, "-c", LAUNCH, variant.loop, profile or "-", *args]
     env = {**os.environ, "TOOLSHIM_READY_DELAY": "0", "TOOLSHIM_DRAIN_SECONDS": "2", **variant.env}
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=HERE.parent.parent)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=HERE.parent.parent)
 
 
 def start_mock(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, str(MOCK), "--port", str(port), "--chunks", str(args.chunks),
-                             "--chunk-interval", str(args.chunk_interval), "--emu-text", str(args.emu_text),
-                             "--emu-gap", str(args.emu_gap)])
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(MOCK),
+            "--port",
+            str(port),
+            "--chunks",
+            str(args.chunks),
+            "--chunk-interval",
+            str(args.chunk_interval),
+            "--emu-text",
+            str(args.emu_text),
+            "--emu-gap",
+            str(args.emu_gap),
+        ]
+    )
 
 
 def event_loop_of(pid: int) -> str:
@@ -189,11 +210,15 @@ def table(title: str, direct: Result, proxied: Result, unit: str = "req/s", per:
     """Print a phase; return the added p50, p90, p99 in ms."""
     added = [proxied.pct(q) - direct.pct(q) for q in QS]
     print(f"\n{title}")
-    print(f"  {'':15}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{unit:>11}{'server CPU/' + per:>20}"
-          f"{'waited for CPU/' + per:>24}")
+    print(
+        f"  {'':15}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{unit:>11}{'server CPU/' + per:>20}"
+        f"{'waited for CPU/' + per:>24}"
+    )
     for name, r in (("direct", direct), ("through proxy", proxied)):
-        print(f"  {name:15}{r.pct(0.5):9.3f}{r.pct(0.9):9.3f}{r.pct(0.99):9.3f}{r.rate:11.0f}{r.cpu_ms:17.3f} ms"
-              f"{r.cpu_wait / r.requests * 1000:21.3f} ms")
+        print(
+            f"  {name:15}{r.pct(0.5):9.3f}{r.pct(0.9):9.3f}{r.pct(0.99):9.3f}{r.rate:11.0f}{r.cpu_ms:17.3f} ms"
+            f"{r.cpu_wait / r.requests * 1000:21.3f} ms"
+        )
     print(f"  {'added':15}{added[0]:9.3f}{added[1]:9.3f}{added[2]:9.3f}{proxied.rate / direct.rate:10.2f}x")
     return added
 
@@ -201,8 +226,10 @@ def table(title: str, direct: Result, proxied: Result, unit: str = "req/s", per:
 def added_line(label: str, direct: list[float], proxied: list[float]) -> list[float]:
     """One line: the added p50/p90/p99 of two latency lists, and the direct p50 for scale."""
     added = [pct(proxied, q) - pct(direct, q) for q in QS]
-    print(f"  {label:52} added p50 {added[0]:7.3f}  p90 {added[1]:7.3f}  p99 {added[2]:7.3f} ms"
-          f"  (direct p50 {pct(direct, 0.5):.3f})")
+    print(
+        f"  {label:52} added p50 {added[0]:7.3f}  p90 {added[1]:7.3f}  p99 {added[2]:7.3f} ms"
+        f"  (direct p50 {pct(direct, 0.5):.3f})"
+    )
     return added
 
 
@@ -218,20 +245,33 @@ async def measure(args: argparse.Namespace, direct_url: str, proxy_url: str, pid
     d, p = await both(lambda url: closed_loop(url, n1, 1))
     one = table(f"non-streaming native, one client, {n1} requests in sequence: no queueing at all", d, p)
     d, p = await both(lambda url: closed_loop(url, n1 // 3, 1, big))
-    table(f"non-streaming native, one client, {n1 // 3} agent requests of {len(big) / 1000:.0f} kB (tools, history)",
-          d, p)
+    table(
+        f"non-streaming native, one client, {n1 // 3} agent requests of {len(big) / 1000:.0f} kB (tools, history)", d, p
+    )
     d, p = await both(lambda url: closed_loop(url, args.requests, args.clients))
     table(f"non-streaming native, closed loop: {args.clients} clients back to back, {args.requests} requests", d, p)
     d, p = await both(lambda url: paced(url, args.requests, args.clients, args.rate))
     paced_added = table(f"non-streaming native, paced: {args.clients} clients, {args.rate:.0f} req/s in total", d, p)
     d, p = await both(lambda url: streams(url, args.streams, args.stream_clients))
-    chunk = table(f"streaming native: {args.streams} streams x {args.chunks} chunks, {args.stream_clients} at a "
-                  "time; latency = per-chunk delay", d, p, unit="streams/s", per="stream")
+    chunk = table(
+        f"streaming native: {args.streams} streams x {args.chunks} chunks, {args.stream_clients} at a "
+        "time; latency = per-chunk delay",
+        d,
+        p,
+        unit="streams/s",
+        per="stream",
+    )
     n, chunks = args.emu_streams, args.emu_text + CALL_PIECES
     d, p = await both(lambda url: emulated(url, n, EMU_PACED, args.emu_text))
-    emu = table(f"streaming emulated (hermes, tools in the request): {n} streams one at a time, each {args.emu_text} "
-                f"text chunks + a {CALL_PIECES}-chunk <tool_call> block, {args.emu_gap * 1000:g} ms apart; latency = "
-                "per text chunk", d, p, unit="streams/s", per="stream")
+    emu = table(
+        f"streaming emulated (hermes, tools in the request): {n} streams one at a time, each {args.emu_text} "
+        f"text chunks + a {CALL_PIECES}-chunk <tool_call> block, {args.emu_gap * 1000:g} ms apart; latency = "
+        "per text chunk",
+        d,
+        p,
+        unit="streams/s",
+        per="stream",
+    )
     assert isinstance(d, EmuResult) and isinstance(p, EmuResult)
     added_line("tool call (from the chunk closing the call object)", d.call, p.call)
     added_line("whole stream (request to [DONE])", d.whole, p.whole)
@@ -242,15 +282,21 @@ async def measure(args: argparse.Namespace, direct_url: str, proxy_url: str, pid
     whole = added_line("whole stream (request to [DONE])", d.whole, p.whole)
     print(f"\nsummary (added = through proxy minus direct; {os.cpu_count()} CPUs shared with the mock and the client)")
     print(f"  non-streaming native, 1 client   added p50 {one[0]:6.3f} ms  p90 {one[1]:6.3f} ms  p99 {one[2]:6.3f} ms")
-    print(f"  emulated stream, per text chunk  added p50 {emu[0]:6.3f} ms  p90 {emu[1]:6.3f} ms  p99 {emu[2]:6.3f} ms"
-          f"  (proxy CPU {cpu_chunk:.3f} ms per chunk, fixed costs of the request included)")
-    print(f"  emulated stream, burst           added whole-stream p50 / {chunks} chunks = {whole[0] / chunks:.3f} ms "
-          "per chunk (fixed costs of the request included)")
+    print(
+        f"  emulated stream, per text chunk  added p50 {emu[0]:6.3f} ms  p90 {emu[1]:6.3f} ms  p99 {emu[2]:6.3f} ms"
+        f"  (proxy CPU {cpu_chunk:.3f} ms per chunk, fixed costs of the request included)"
+    )
+    print(
+        f"  emulated stream, burst           added whole-stream p50 / {chunks} chunks = {whole[0] / chunks:.3f} ms "
+        "per chunk (fixed costs of the request included)"
+    )
     print("\ntargets (issue 2):")
-    for label, value, limit in (("added p50, non-streaming (paced)", paced_added[0], 1.0),
-                                ("added p99, non-streaming (paced)", paced_added[2], 5.0),
-                                ("added per-chunk delay p50, native stream", chunk[0], 1.0),
-                                ("added per-chunk delay p50, emulated stream", emu[0], 1.0)):
+    for label, value, limit in (
+        ("added p50, non-streaming (paced)", paced_added[0], 1.0),
+        ("added p99, non-streaming (paced)", paced_added[2], 5.0),
+        ("added per-chunk delay p50, native stream", chunk[0], 1.0),
+        ("added per-chunk delay p50, emulated stream", emu[0], 1.0),
+    ):
         print(f"  {label:44}{value:8.3f} ms  < {limit} ms  {'PASS' if value < limit else 'MISS'}")
 
 
@@ -266,10 +312,19 @@ async def warm_up(args: argparse.Namespace, *urls: str) -> None:
 # --- several proxies: the variants compared round by round ---------------------------------------
 
 # (key, column, is a latency: shown as proxy minus direct of the same round)
-COLUMNS = (("p50", "p50", True), ("p90", "p90", True), ("p99", "p99", True), ("cpu_req", "CPU", False),
-           ("big", "p50", True), ("cpu_big", "CPU", False),
-           ("emu50", "p50", True), ("emu90", "p90", True), ("emu99", "p99", True), ("burst", "burst", True),
-           ("cpu_chunk", "CPU", False))
+COLUMNS = (
+    ("p50", "p50", True),
+    ("p90", "p90", True),
+    ("p99", "p99", True),
+    ("cpu_req", "CPU", False),
+    ("big", "p50", True),
+    ("cpu_big", "CPU", False),
+    ("emu50", "p50", True),
+    ("emu90", "p90", True),
+    ("emu99", "p99", True),
+    ("burst", "burst", True),
+    ("cpu_chunk", "CPU", False),
+)
 GROUPS = ((4, "non-streaming native, 1 client"), (2, "{big} kB agent req."), (5, "emulated stream, per chunk"))
 
 
@@ -281,49 +336,66 @@ async def figures(args: argparse.Namespace, url: str, pid: int) -> dict[str, flo
     emu = await measured(lambda: emulated(url, streams_n, EMU_PACED, args.emu_text), pid)
     burst = await emulated(url, streams_n, EMU_BURST, args.emu_text)
     assert isinstance(emu, EmuResult)
-    return {"p50": one.pct(0.5), "p90": one.pct(0.9), "p99": one.pct(0.99), "cpu_req": one.cpu_ms,
-            "big": big.pct(0.5), "cpu_big": big.cpu_ms, "emu50": emu.pct(0.5), "emu90": emu.pct(0.9),
-            "emu99": emu.pct(0.99), "burst": pct(burst.whole, 0.5) / chunks, "cpu_chunk": emu.cpu_ms / chunks}
+    return {
+        "p50": one.pct(0.5),
+        "p90": one.pct(0.9),
+        "p99": one.pct(0.99),
+        "cpu_req": one.cpu_ms,
+        "big": big.pct(0.5),
+        "cpu_big": big.cpu_ms,
+        "emu50": emu.pct(0.5),
+        "emu90": emu.pct(0.9),
+        "emu99": emu.pct(0.99),
+        "burst": pct(burst.whole, 0.5) / chunks,
+        "cpu_chunk": emu.cpu_ms / chunks,
+    }
 
 
-async def compare(args: argparse.Namespace, direct_url: str, mock_pid: int,
-                  proxies: dict[str, tuple[str, int]]) -> None:
+async def compare(
+    args: argparse.Namespace, direct_url: str, mock_pid: int, proxies: dict[str, tuple[str, int]]
+) -> None:
     chat = "/v1/chat/completions"
     await warm_up(args, direct_url + chat, *(url + chat for url, _ in proxies.values()))
     labels = list(proxies)
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in labels}
     for r in range(args.rounds):
         base = await figures(args, direct_url + chat, mock_pid)
-        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             url, pid = proxies[label]
             got = await figures(args, url + chat, pid)
             runs[label].append({key: got[key] - base[key] if latency else got[key] for key, _, latency in COLUMNS})
         print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
-    median = {label: {key: statistics.median(run[key] for run in runs[label]) for key, _, _ in COLUMNS}
-              for label in labels}
+    median = {
+        label: {key: statistics.median(run[key] for run in runs[label]) for key, _, _ in COLUMNS} for label in labels
+    }
     big_kb = len(agent_body(args.big_kb)) / 1000
-    print(f"\nvariants: {args.rounds} rounds of direct then every proxy (order rotated); each figure is the median "
-          "over rounds.\nLatencies: added ms (proxy minus direct in the same round). CPU: the proxy's CPU time, ms per "
-          f"request or per chunk.\n'burst': a whole emulated stream with no gaps, added ms per chunk "
-          f"({args.emu_text + CALL_PIECES} chunks a stream).")
+    print(
+        f"\nvariants: {args.rounds} rounds of direct then every proxy (order rotated); each figure is the median "
+        "over rounds.\nLatencies: added ms (proxy minus direct in the same round). CPU: the proxy's CPU time, ms per "
+        f"request or per chunk.\n'burst': a whole emulated stream with no gaps, added ms per chunk "
+        f"({args.emu_text + CALL_PIECES} chunks a stream)."
+    )
     print(f"  {'':16}" + "|".join(f"{title.format(big=f'{big_kb:.0f}'):^{9 * n}}" for n, title in GROUPS))
     cells, start = [], 0
     for n, _ in GROUPS:
-        cells.append("".join(f"{name:>9}" for _, name, _ in COLUMNS[start:start + n]))
+        cells.append("".join(f"{name:>9}" for _, name, _ in COLUMNS[start : start + n]))
         start += n
     print(f"  {'variant':16}" + "|".join(cells))
     for label in labels:
         cells, start = [], 0
         for n, _ in GROUPS:
-            cells.append("".join(f"{median[label][key]:9.3f}" for key, _, _ in COLUMNS[start:start + n]))
+            cells.append("".join(f"{median[label][key]:9.3f}" for key, _, _ in COLUMNS[start : start + n]))
             start += n
         print(f"  {label:16}" + "|".join(cells))
     first = labels[0]
     print(f"  CPU relative to {first}: median (min-max) of ratios over rounds (the robust figure on a busy machine):")
     for label in labels[1:]:
         parts = []
-        for key, name in (("cpu_req", "per request"), ("cpu_big", f"per {big_kb:.0f} kB request"),
-                          ("cpu_chunk", "per emulated chunk")):
+        for key, name in (
+            ("cpu_req", "per request"),
+            ("cpu_big", f"per {big_kb:.0f} kB request"),
+            ("cpu_chunk", "per emulated chunk"),
+        ):
             ratios = [a[key] / b[key] for a, b in zip(runs[label], runs[first], strict=True)]
             parts.append(f"{name} x{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
         print(f"    {label:16}" + "   ".join(parts))
@@ -346,14 +418,23 @@ def main() -> None:
     parser.add_argument("--emu-text", type=int, default=30, help="plain-text chunks before the tool call")
     parser.add_argument("--emu-gap", type=float, default=0.002, help="seconds between emulated chunks (paced)")
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
-    parser.add_argument("--loop", choices=("default", "asyncio", "uvloop"), default="default",
-                        help="the proxy's event loop (default: toolshim's own choice); with --workers 1 only")
+    parser.add_argument(
+        "--loop",
+        choices=("default", "asyncio", "uvloop"),
+        default="default",
+        help="the proxy's event loop (default: toolshim's own choice); with --workers 1 only",
+    )
     parser.add_argument("--profile", help="run the proxy under cProfile and write the stats here")
     parser.add_argument("--compare", action="store_true", help="compare proxy variants instead (see --variant)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare")
-    parser.add_argument("--variant", type=Variant.parse, action="append", default=[],
-                        help="LABEL:LOOP[:NAME=VALUE...] (repeatable): a proxy for --compare besides asyncio and "
-                             "uvloop (if installed); NAME=VALUE go into its environment")
+    parser.add_argument(
+        "--variant",
+        type=Variant.parse,
+        action="append",
+        default=[],
+        help="LABEL:LOOP[:NAME=VALUE...] (repeatable): a proxy for --compare besides asyncio and "
+        "uvloop (if installed); NAME=VALUE go into its environment",
+    )
     args = parser.parse_args()
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     mock_port = free_port()
@@ -376,8 +457,10 @@ def main() -> None:
             proxies[variant.label] = (f"http://127.0.0.1:{port}", proc)
         asyncio.run(_healthy_then_measure(args, direct, mock, proxies))
         running = ", ".join(f"{label}: {event_loop_of(proc.pid)}" for label, (_, proc) in proxies.items())
-        print(f"\n({time.perf_counter() - started:.1f} s; proxy: toolshim serve --workers {args.workers}, "
-              f"event loop {running}; {os.cpu_count()} CPUs)")
+        print(
+            f"\n({time.perf_counter() - started:.1f} s; proxy: toolshim serve --workers {args.workers}, "
+            f"event loop {running}; {os.cpu_count()} CPUs)"
+        )
         _warn_if_busy(load_before)
     if args.profile and not args.compare:
         import pstats
@@ -390,20 +473,26 @@ def _warn_if_busy(load_before: float) -> None:
     load = max(load_before, os.getloadavg()[0])
     cpus = os.cpu_count() or 1
     if load > cpus:
-        print(f"WARNING: load average {load:.1f} on {cpus} CPUs: other processes competed for the CPUs, so the "
-              "latencies under load include waiting for a CPU ('waited for CPU/req'). 'server CPU/req' is the robust "
-              "figure: the proxy's added latency on an idle core is about its CPU per request plus one loopback hop.")
+        print(
+            f"WARNING: load average {load:.1f} on {cpus} CPUs: other processes competed for the CPUs, so the "
+            "latencies under load include waiting for a CPU ('waited for CPU/req'). 'server CPU/req' is the robust "
+            "figure: the proxy's added latency on an idle core is about its CPU per request plus one loopback hop."
+        )
 
 
-async def _healthy_then_measure(args: argparse.Namespace, direct: str, mock: subprocess.Popen[bytes],
-                                proxies: dict[str, tuple[str, subprocess.Popen[bytes]]]) -> None:
+async def _healthy_then_measure(
+    args: argparse.Namespace,
+    direct: str,
+    mock: subprocess.Popen[bytes],
+    proxies: dict[str, tuple[str, subprocess.Popen[bytes]]],
+) -> None:
     await wait_healthy(direct, mock)
     for url, proc in proxies.values():
         await wait_healthy(url, proc)
     if args.compare:
         await compare(args, direct, mock.pid, {label: (url, proc.pid) for label, (url, proc) in proxies.items()})
     else:
-        (url, proc), = proxies.values()
+        ((url, proc),) = proxies.values()
         await measure(args, direct, url, (mock.pid, proc.pid))
 
 

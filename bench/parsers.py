@@ -136,8 +136,15 @@ def finalize_rows(size: int) -> list[list[str]]:
         start = time.perf_counter()
         outcome = finalize_call(index, "write_file", raw)
         elapsed = time.perf_counter() - start
-        rows.append([label, f"{len(raw) / MB:.2f}", f"{elapsed * 1000:.1f}", ",".join(outcome.repairs) or "-",
-                     "ok" if outcome.ok else f"ERROR {outcome.error}"])
+        rows.append(
+            [
+                label,
+                f"{len(raw) / MB:.2f}",
+                f"{elapsed * 1000:.1f}",
+                ",".join(outcome.repairs) or "-",
+                "ok" if outcome.ok else f"ERROR {outcome.error}",
+            ]
+        )
     return rows
 
 
@@ -177,13 +184,16 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=1.0, help="size of the base output (default 1)")
     parser.add_argument("--scale", type=int, default=10, help="the longer output is this many times larger")
     parser.add_argument("--chunk", type=int, default=20, help="characters per streamed chunk (default 20)")
-    parser.add_argument("--adversarial", type=int, default=8,
-                        help="scale of the pathological inputs (default 8, the largest size the tests time)")
+    parser.add_argument(
+        "--adversarial",
+        type=int,
+        default=8,
+        help="scale of the pathological inputs (default 8, the largest size the tests time)",
+    )
     args = parser.parse_args()
     size = int(args.size_mb * MB)
     print(f"Streaming in {args.chunk}-char chunks; base ~{args.size_mb} MB, long = {args.scale}x.\n")
-    headers = ["format", "MB", "seconds", "MB/s", f"{args.scale}x s", "ratio", "MB/s 4K chunks", "prose MB/s",
-               "result"]
+    headers = ["format", "MB", "seconds", "MB/s", f"{args.scale}x s", "ratio", "MB/s 4K chunks", "prose MB/s", "result"]
     print_table(headers, [bench_format(fmt, size, args.scale, args.chunk) for fmt in FORMATS.values()])
     print("\nfinalize_call on a write_file argument:\n")
     print_table(["arguments", "MB", "ms", "repairs", "result"], finalize_rows(size))

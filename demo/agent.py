@@ -41,8 +41,10 @@ from scripts.local_stack import Service, services_stopped_on_exit, start_model_s
 FORMATS = ("hermes", "react", "xml", "caret")
 DEMO_MODEL = "demo-model"
 DEFAULT_QUESTIONS = ("What is the weather in Paris right now?", "What is 17 * 23 + 4?")
-SYSTEM = ("You are a helpful assistant. Use a tool when it can answer the question. "
-          "Once you have the tool result, answer the user in one short sentence.")
+SYSTEM = (
+    "You are a helpful assistant. Use a tool when it can answer the question. "
+    "Once you have the tool result, answer the user in one short sentence."
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -50,8 +52,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="A local model calls tools through toolshim.")
     parser.add_argument("--format", choices=FORMATS, default="hermes", help="tool format toolshim speaks")
     parser.add_argument("--model", choices=("qwen", "smollm"), default="qwen", help="bundled model to serve")
-    parser.add_argument("--question", action="append",
-                        help="what the user asks (repeatable; each is its own conversation)")
+    parser.add_argument(
+        "--question", action="append", help="what the user asks (repeatable; each is its own conversation)"
+    )
     parser.add_argument("--max-turns", type=int, default=6, help="model turns before giving up")
     parser.add_argument("--max-tokens", type=int, default=256, help="token cap per model turn")
     parser.add_argument("--no-responses", action="store_true", help="skip the Responses API round")
@@ -119,8 +122,14 @@ def run_question(client: OpenAI, question: str, args: argparse.Namespace) -> int
     calls = 0
     for turn in range(1, args.max_turns + 1):
         began = time.monotonic()
-        response = client.chat.completions.create(model=DEMO_MODEL, messages=messages, tools=TOOLS, temperature=0,
-                                                  max_tokens=args.max_tokens, tool_choice=tool_choice)
+        response = client.chat.completions.create(
+            model=DEMO_MODEL,
+            messages=messages,
+            tools=TOOLS,
+            temperature=0,
+            max_tokens=args.max_tokens,
+            tool_choice=tool_choice,
+        )
         message, took = response.choices[0].message, time.monotonic() - began
         if not message.tool_calls:
             say("assistant:", (message.content or "").strip() or "(empty answer)")
@@ -131,8 +140,13 @@ def run_question(client: OpenAI, question: str, args: argparse.Namespace) -> int
             say("  ·", f"repeated {wanted[0][0]} call, not run again; asking for the answer (tool_choice none)")
             tool_choice = "none"
             continue
-        messages.append({"role": "assistant", "content": message.content or "",
-                         "tool_calls": [call.model_dump() for call in message.tool_calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content or "",
+                "tool_calls": [call.model_dump() for call in message.tool_calls],
+            }
+        )
         for call, key in zip(message.tool_calls, wanted, strict=True):
             calls += 1
             done.add(key)
@@ -153,8 +167,14 @@ def run_responses_round(client: OpenAI, args: argparse.Namespace) -> int:
     tools: list[Any] = [{"type": "function", **tool["function"]} for tool in TOOLS]
     say("\nuser (Responses API):", RESPONSES_QUESTION)
     began = time.monotonic()
-    first = client.responses.create(model=DEMO_MODEL, instructions=SYSTEM, input=RESPONSES_QUESTION, tools=tools,
-                                    temperature=0, max_output_tokens=args.max_tokens)
+    first = client.responses.create(
+        model=DEMO_MODEL,
+        instructions=SYSTEM,
+        input=RESPONSES_QUESTION,
+        tools=tools,
+        temperature=0,
+        max_output_tokens=args.max_tokens,
+    )
     calls = [item for item in first.output if item.type == "function_call"]
     if not calls:
         say("assistant:", first.output_text.strip() or "(empty answer)")
@@ -165,9 +185,16 @@ def run_responses_round(client: OpenAI, args: argparse.Namespace) -> int:
         result = execute(call.name, json.loads(call.arguments))
         say("  ←", result)
         results.append({"type": "function_call_output", "call_id": call.call_id, "output": result})
-    answer = client.responses.create(model=DEMO_MODEL, instructions=SYSTEM, previous_response_id=first.id,
-                                     input=results, tools=tools, tool_choice="none", temperature=0,
-                                     max_output_tokens=args.max_tokens)
+    answer = client.responses.create(
+        model=DEMO_MODEL,
+        instructions=SYSTEM,
+        previous_response_id=first.id,
+        input=results,
+        tools=tools,
+        tool_choice="none",
+        temperature=0,
+        max_output_tokens=args.max_tokens,
+    )
     say("assistant:", answer.output_text.strip() or "(empty answer)")
     say("  ", f"[{len(calls)} function_call item(s); continued with previous_response_id={first.id[:16]}…]")
     return len(calls)

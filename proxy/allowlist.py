@@ -19,23 +19,83 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # The request fields of POST /v1/chat/completions (OpenAI API reference).
-CHAT_FIELDS: frozenset[str] = frozenset({
-    "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
-    "presence_penalty", "prompt_cache_key", "prompt_cache_retention", "reasoning_effort", "response_format",
-    "safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature",
-    "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
-})
+CHAT_FIELDS: frozenset[str] = frozenset(
+    {
+        "model",
+        "messages",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    }
+)
 
 # Names that choose where a call goes or what credentials it carries (litellm's keyword arguments
 # among them), or that would smuggle arbitrary fields past the allowlist.
-FORBIDDEN_FIELDS: frozenset[str] = frozenset({
-    "api_base", "base_url", "api_key", "api_version", "api_type", "organization", "project", "extra_headers",
-    "headers", "extra_body", "extra_query", "custom_llm_provider", "deployment_id", "timeout", "client",
-    "mock_response", "input_cost_per_token", "output_cost_per_token", "azure_ad_token", "azure_ad_token_provider",
-    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_region_name", "vertex_credentials",
-    "vertex_project", "vertex_location", "region_name", "litellm_params", "proxy_server_request", "callbacks",
-})
+FORBIDDEN_FIELDS: frozenset[str] = frozenset(
+    {
+        "api_base",
+        "base_url",
+        "api_key",
+        "api_version",
+        "api_type",
+        "organization",
+        "project",
+        "extra_headers",
+        "headers",
+        "extra_body",
+        "extra_query",
+        "custom_llm_provider",
+        "deployment_id",
+        "timeout",
+        "client",
+        "mock_response",
+        "input_cost_per_token",
+        "output_cost_per_token",
+        "azure_ad_token",
+        "azure_ad_token_provider",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "aws_region_name",
+        "vertex_credentials",
+        "vertex_project",
+        "vertex_location",
+        "region_name",
+        "litellm_params",
+        "proxy_server_request",
+        "callbacks",
+    }
+)
 FORBIDDEN_PREFIXES: tuple[str, ...] = ("aws_", "azure_", "vertex_", "litellm_", "api_")
 
 

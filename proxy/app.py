@@ -36,16 +36,19 @@ async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
-    app = web.Application(middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware],
-                          client_max_size=settings.max_body_bytes)
+    app = web.Application(
+        middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware],
+        client_max_size=settings.max_body_bytes,
+    )
     metrics = metrics or Metrics()
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[STATE] = AppState(build_runtime(rules, metrics))
     REDACTOR.update(configured_secrets(rules, settings))
     install_log_redaction()
-    app[RESPONSES_STORE] = open_store(settings.responses_store, settings.data_dir, settings.responses_ttl,
-                                      settings.redis_url)
+    app[RESPONSES_STORE] = open_store(
+        settings.responses_store, settings.data_dir, settings.responses_ttl, settings.redis_url
+    )
     app.cleanup_ctx.append(_upstream_lifecycle)
     app.on_response_prepare.append(add_cors_headers)
     app.cleanup_ctx.append(_store_lifecycle)
@@ -53,8 +56,9 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
     return app
 
 
-async def start_site(app: web.Application, host: str, port: int, *, reuse_port: bool = False,
-                     shutdown_timeout: float = 30.0) -> web.AppRunner:
+async def start_site(
+    app: web.Application, host: str, port: int, *, reuse_port: bool = False, shutdown_timeout: float = 30.0
+) -> web.AppRunner:
     """Serve ``app``; handler cancellation is on so a client that leaves cancels its upstream at once."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()

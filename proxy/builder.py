@@ -98,9 +98,16 @@ class _OpenCall:
 class ResponseBuilder(Generic[Item]):
     """Turns parser events of one answer (over all its attempts) into a front end's items."""
 
-    def __init__(self, renderer: Renderer[Item], *, wants_call: bool = False, calls_withdrawn: bool = False,
-                 stream_arguments: bool = False, text_before_call: TextBeforeCall = "content",
-                 call_ids: Callable[[], str] = new_call_id) -> None:
+    def __init__(
+        self,
+        renderer: Renderer[Item],
+        *,
+        wants_call: bool = False,
+        calls_withdrawn: bool = False,
+        stream_arguments: bool = False,
+        text_before_call: TextBeforeCall = "content",
+        call_ids: Callable[[], str] = new_call_id,
+    ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
         # text that precedes a call: content, reasoning or drop (the last two hold text until it is known)
@@ -239,7 +246,7 @@ class ResponseBuilder(Generic[Item]):
             out.append(self.renderer.call_arguments(index, event.arguments))
         elif not _same_json(state.sent, event.arguments):
             if event.arguments.startswith(state.sent):
-                out.append(self.renderer.call_arguments(state.client_index, event.arguments[len(state.sent):]))
+                out.append(self.renderer.call_arguments(state.client_index, event.arguments[len(state.sent) :]))
             else:
                 log.warning("streamed arguments of call %d differ from the repaired ones", state.client_index)
         self.calls_sent += 1

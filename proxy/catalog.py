@@ -46,8 +46,13 @@ class ModelCatalog:
         for upstream_name, names in zip(asked, found, strict=True):
             for name in names:
                 resolved = rules.resolve(name)
-                if (name not in cards and resolved is not None and resolved.upstream_name == upstream_name
-                        and is_glob(resolved.rule.match) and not resolved.rule.upstream_model):
+                if (
+                    name not in cards
+                    and resolved is not None
+                    and resolved.upstream_name == upstream_name
+                    and is_glob(resolved.rule.match)
+                    and not resolved.rule.upstream_model
+                ):
                     cards[name] = model_card(name, upstream_name)
         return list(cards.values())
 

@@ -39,9 +39,14 @@ class ChunkFactory:
         return factory
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "system_fingerprint": self.system_fingerprint,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.system_fingerprint,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
 
     def role(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})
@@ -55,8 +60,13 @@ class ChunkFactory:
     def call_header(self, index: int, call_id: str, name: str) -> dict[str, Any]:
         if self.legacy_functions:
             return self._chunk({"function_call": {"name": name, "arguments": ""}})
-        return self._chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                            "function": {"name": name, "arguments": ""}}]})
+        return self._chunk(
+            {
+                "tool_calls": [
+                    {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+                ]
+            }
+        )
 
     def call_arguments(self, index: int, fragment: str) -> dict[str, Any]:
         if self.legacy_functions:
@@ -69,8 +79,15 @@ class ChunkFactory:
         return self._chunk({}, reason)
 
     def usage(self, usage: dict[str, int]) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "system_fingerprint": self.system_fingerprint, "choices": [], "usage": usage}
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.system_fingerprint,
+            "choices": [],
+            "usage": usage,
+        }
 
 
 def accumulate(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -93,8 +110,9 @@ def accumulate(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
             if delta.get("reasoning_content"):
                 reasoning.append(delta["reasoning_content"])
             for call in delta.get("tool_calls") or ():
-                slot = calls.setdefault(call["index"], {"id": "", "type": "function",
-                                                        "function": {"name": "", "arguments": ""}})
+                slot = calls.setdefault(
+                    call["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 slot["id"] = call.get("id") or slot["id"]
                 fn = call.get("function") or {}
                 slot["function"]["name"] += fn.get("name") or ""
@@ -112,11 +130,15 @@ def accumulate(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:
     if function_call:
         message["function_call"] = function_call
     message.setdefault("refusal", None)
-    return {"id": head.get("id", new_completion_id()), "object": "chat.completion",
-            "created": head.get("created", int(time.time())), "model": head.get("model", ""),
-            "system_fingerprint": head.get("system_fingerprint"),
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish or "stop"}],
-            "usage": usage}
+    return {
+        "id": head.get("id", new_completion_id()),
+        "object": "chat.completion",
+        "created": head.get("created", int(time.time())),
+        "model": head.get("model", ""),
+        "system_fingerprint": head.get("system_fingerprint"),
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish or "stop"}],
+        "usage": usage,
+    }
 
 
 def split_completion(completion: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -129,8 +151,11 @@ def split_completion(completion: Mapping[str, Any]) -> list[dict[str, Any]]:
     for key in ("reasoning_content", "content"):
         if isinstance(message.get(key), str) and message[key]:
             delta[key] = message[key]
-    calls = [{"index": i, "id": call.get("id"), "type": "function", "function": call.get("function") or {}}
-             for i, call in enumerate(message.get("tool_calls") or ()) if isinstance(call, Mapping)]
+    calls = [
+        {"index": i, "id": call.get("id"), "type": "function", "function": call.get("function") or {}}
+        for i, call in enumerate(message.get("tool_calls") or ())
+        if isinstance(call, Mapping)
+    ]
     if calls:
         delta["tool_calls"] = calls
     chunks.append({"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or "stop"}]})

@@ -25,15 +25,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
-    serve.add_argument("--workers",
-                       help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)")
+    serve.add_argument(
+        "--workers", help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)"
+    )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
-    serve.add_argument("--cors-origins",
-                       help="comma-separated browser origins allowed to call /v1 (CORS; env TOOLSHIM_CORS_ORIGINS, "
-                            "default none; '*' for any)")
-    serve.add_argument("--allow-unauthenticated", action="store_true", default=None,
-                       help="serve a non-loopback address without client keys, on purpose "
-                            "(env TOOLSHIM_ALLOW_UNAUTHENTICATED)")
+    serve.add_argument(
+        "--cors-origins",
+        help="comma-separated browser origins allowed to call /v1 (CORS; env TOOLSHIM_CORS_ORIGINS, "
+        "default none; '*' for any)",
+    )
+    serve.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=None,
+        help="serve a non-loopback address without client keys, on purpose (env TOOLSHIM_ALLOW_UNAUTHENTICATED)",
+    )
     check = sub.add_parser("check-rules", help="validate rules and print the model table")
     check.add_argument("path", help="rules file or folder")
     return parser
@@ -48,8 +54,10 @@ def _check_rules(path: str) -> int:
     print(describe(rules))
     for warning in lint(rules):
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"\n{len(rules.models)} model rules, {len(rules.upstreams)} upstreams: OK "
-          f"({', '.join(str(p) for p in rules.sources)})")
+    print(
+        f"\n{len(rules.models)} model rules, {len(rules.upstreams)} upstreams: OK "
+        f"({', '.join(str(p) for p in rules.sources)})"
+    )
     return 0
 
 
@@ -64,8 +72,9 @@ def _port_problem(settings: Settings) -> str | None:
             probe.bind((settings.host, settings.port))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            return (f"port {settings.port} on {settings.host} is already in use; choose another with --port "
-                    "(TOOLSHIM_PORT)")
+            return (
+                f"port {settings.port} on {settings.host} is already in use; choose another with --port (TOOLSHIM_PORT)"
+            )
         if exc.errno == errno.EACCES:
             return f"no permission to listen on port {settings.port}; choose one above 1023 with --port (TOOLSHIM_PORT)"
         return f"cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); check --host (TOOLSHIM_HOST)"
@@ -77,10 +86,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check-rules":
         return _check_rules(args.path)
     try:
-        settings = load_settings({"rules_path": args.rules, "host": args.host, "port": args.port,
-                                  "workers": args.workers, "log_level": args.log_level,
-                                  "allow_unauthenticated": args.allow_unauthenticated,
-                                  "allowed_origins": args.cors_origins})
+        settings = load_settings(
+            {
+                "rules_path": args.rules,
+                "host": args.host,
+                "port": args.port,
+                "workers": args.workers,
+                "log_level": args.log_level,
+                "allow_unauthenticated": args.allow_unauthenticated,
+                "allowed_origins": args.cors_origins,
+            }
+        )
     except SettingsError as exc:
         print(f"toolshim: invalid settings:\n{exc}", file=sys.stderr)
         return 2

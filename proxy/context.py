@@ -43,8 +43,14 @@ class RequestInfo:
                 self.completion_tokens = usage["completion_tokens"]
 
     def summary(self, status: int, duration: float) -> dict[str, Any]:
-        out: dict[str, Any] = {"endpoint": self.endpoint, "model": self.model, "tool_mode": self.tool_mode,
-                               "stream": self.stream, "status": status, "duration_ms": round(duration * 1000, 2)}
+        out: dict[str, Any] = {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "tool_mode": self.tool_mode,
+            "stream": self.stream,
+            "status": status,
+            "duration_ms": round(duration * 1000, 2),
+        }
         if self.first_token is not None:
             out["ttft_ms"] = round((self.first_token - self.started) * 1000, 2)
         for key in ("upstream", "prompt_tokens", "completion_tokens", "parse_outcome"):

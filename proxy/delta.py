@@ -66,10 +66,13 @@ def decode(chunk: Mapping[str, Any]) -> Delta:
     content = delta.get("content")
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     finish = first.get("finish_reason")
-    return Delta(content=content if isinstance(content, str) else "",
-                 reasoning=reasoning if isinstance(reasoning, str) else "",
-                 has_tool_calls=bool(delta.get("tool_calls") or delta.get("function_call")),
-                 finish_reason=finish if isinstance(finish, str) else None, usage=usage)
+    return Delta(
+        content=content if isinstance(content, str) else "",
+        reasoning=reasoning if isinstance(reasoning, str) else "",
+        has_tool_calls=bool(delta.get("tool_calls") or delta.get("function_call")),
+        finish_reason=finish if isinstance(finish, str) else None,
+        usage=usage,
+    )
 
 
 def _usage(value: Any) -> dict[str, int] | None:

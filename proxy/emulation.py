@@ -38,9 +38,18 @@ Chunk = dict[str, Any]
 class Emulator:
     """One emulated request. ``chunks()`` yields OpenAI chunk dicts, ending with finish (and usage)."""
 
-    def __init__(self, upstream: Upstream, plan: EmulationPlan, rule: ModelRule, model: str, info: RequestInfo,
-                 metrics: Metrics, include_usage: bool, dumps: DumpWriter | None = None,
-                 log_content: bool = False) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        plan: EmulationPlan,
+        rule: ModelRule,
+        model: str,
+        info: RequestInfo,
+        metrics: Metrics,
+        include_usage: bool,
+        dumps: DumpWriter | None = None,
+        log_content: bool = False,
+    ) -> None:
         self.upstream = upstream
         self.plan = plan
         self.rule = rule
@@ -51,9 +60,12 @@ class Emulator:
         self.log_content = log_content and log.isEnabledFor(logging.DEBUG)
         self._pending_start: list[Chunk] = []  # the role chunk, held while a demanded call is awaited
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
-            ChunkFactory(model=model, legacy_functions=plan.legacy_functions), wants_call=plan.wants_call,
-            calls_withdrawn=plan.tool_choice.mode == "none", stream_arguments=rule.stream_arguments,
-            text_before_call=rule.text_before_call)
+            ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
+            wants_call=plan.wants_call,
+            calls_withdrawn=plan.tool_choice.mode == "none",
+            stream_arguments=rule.stream_arguments,
+            text_before_call=rule.text_before_call,
+        )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         try:
@@ -100,15 +112,20 @@ class Emulator:
             yield chunk
 
     def _missing_call_message(self, reasks: int) -> str:
-        target = (f"the function '{self.plan.tool_choice.name}'" if self.plan.tool_choice.mode == "named"
-                  else "a tool")
-        return (f"The model gave no valid tool call although tool_choice required {target} "
-                f"(asked {reasks + 1} time{'s' if reasks else ''}). Retry, or use a model that follows tool "
-                "instructions better; the rule option on_missing_call: \"text\" returns the text instead.")
+        target = f"the function '{self.plan.tool_choice.name}'" if self.plan.tool_choice.mode == "named" else "a tool"
+        return (
+            f"The model gave no valid tool call although tool_choice required {target} "
+            f"(asked {reasks + 1} time{'s' if reasks else ''}). Retry, or use a model that follows tool "
+            'instructions better; the rule option on_missing_call: "text" returns the text instead.'
+        )
 
     def _body(self, extra: list[dict[str, Any]]) -> dict[str, Any]:
-        body = {**self.plan.body, "messages": [*self.plan.body["messages"], *extra], "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = {
+            **self.plan.body,
+            "messages": [*self.plan.body["messages"], *extra],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if self.log_content and not extra:
             log.debug("rendered prompt: %s", json.dumps(body["messages"], ensure_ascii=False))
         return body
@@ -151,8 +168,10 @@ class Emulator:
         if self.log_content:
             log.debug("model text (attempt %d): %s", attempt_no, "".join(attempt.raw))
         if self.dumps is not None:
-            notes = [f"# model={self.info.model} format={self.plan.format.name} finish={attempt.finish} "
-                     f"calls={attempt.calls} cut={attempt.cut}"]
+            notes = [
+                f"# model={self.info.model} format={self.plan.format.name} finish={attempt.finish} "
+                f"calls={attempt.calls} cut={attempt.cut}"
+            ]
             notes += [f"# malformed: {m.reason}" for m in attempt.malformed]
             await self.dumps.write(attempt_no, notes, "".join(attempt.raw), self.info.request_id)
 
@@ -167,12 +186,19 @@ class Emulator:
             return None
         if attempt.malformed and repair_ok:
             reason = attempt.malformed[0].reason
-            return "repair", (f"Your tool call could not be used: {reason}. Write the tool call again, "
-                              "correctly, in exactly the format described in the instructions.")
+            return "repair", (
+                f"Your tool call could not be used: {reason}. Write the tool call again, "
+                "correctly, in exactly the format described in the instructions."
+            )
         if self.plan.wants_call and required_ok:
             self.builder.drop_held_text()
-            target = (f"the tool `{self.plan.tool_choice.name}`" if self.plan.tool_choice.mode == "named"
-                      else "one of the tools")
-            return "required", (f"You must call {target} now. Reply with only the tool call, in exactly the "
-                                "format described in the instructions.")
+            target = (
+                f"the tool `{self.plan.tool_choice.name}`"
+                if self.plan.tool_choice.mode == "named"
+                else "one of the tools"
+            )
+            return "required", (
+                f"You must call {target} now. Reply with only the tool call, in exactly the "
+                "format described in the instructions."
+            )
         return None

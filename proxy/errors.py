@@ -40,8 +40,15 @@ class ProxyError(Exception):
     type = "server_error"
     code: str | None = "internal_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
-                 status: int | None = None, type: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        type: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
@@ -103,8 +110,9 @@ class UpstreamHTTPError(UpstreamError):
 
     code: str | None = "upstream_error"
 
-    def __init__(self, status: int, message: str, *, type: str | None = None, code: str | None = None,
-                 param: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, *, type: str | None = None, code: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message, status=status, type=type or _type_for_status(status), code=code, param=param)
 
 
@@ -181,8 +189,7 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
             keep_null_code = "error" in data and "code" in err and err["code"] is None
         elif isinstance(err, str):
             message = err
-    error = UpstreamHTTPError(status, short_upstream_message(message, status), type=err_type, code=code,
-                              param=param)
+    error = UpstreamHTTPError(status, short_upstream_message(message, status), type=err_type, code=code, param=param)
     if keep_null_code:  # an OpenAI-shaped upstream error said code: null; relay it as it was
         error.code = None
     return error

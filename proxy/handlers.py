@@ -42,11 +42,21 @@ log = logging.getLogger(__name__)
 
 # The other /v1 endpoints relayed to the model's upstream (JSON bodies that name a model). Anything
 # else under /v1 is a 404 and nothing is sent upstream: the upstream's key must not open other doors.
-PASSTHROUGH_PATHS = ("/v1/completions", "/v1/embeddings", "/v1/moderations", "/v1/rerank", "/v1/score",
-                     "/v1/audio/speech", "/v1/images/generations")
+PASSTHROUGH_PATHS = (
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/moderations",
+    "/v1/rerank",
+    "/v1/score",
+    "/v1/audio/speech",
+    "/v1/images/generations",
+)
 
-SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
-               "X-Accel-Buffering": "no"}
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
 
 
 async def read_json(request: web.Request) -> Any:
@@ -63,8 +73,10 @@ async def read_json(request: web.Request) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest("We could not parse the JSON body of your request. (HINT: This likely means you "
-                             "aren't using your HTTP library correctly.)") from None
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. (HINT: This likely means you "
+            "aren't using your HTTP library correctly.)"
+        ) from None
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
@@ -73,8 +85,11 @@ def resolve_model(request: web.Request, model: str) -> Resolved:
     if resolved is None:
         served = rules.exposed_models()
         hint = f" Served models include: {', '.join(served[:5])}." if served else ""
-        raise ModelNotFound(f"The model '{model[:200]}' does not exist or is not served by this proxy.{hint} "
-                            "GET /v1/models lists them.", param="model")
+        raise ModelNotFound(
+            f"The model '{model[:200]}' does not exist or is not served by this proxy.{hint} "
+            "GET /v1/models lists them.",
+            param="model",
+        )
     return resolved
 
 
@@ -101,8 +116,16 @@ def start_job(request: web.Request, turn: ChatTurn, resolved: Resolved) -> modes
     policy = apply_policies(turn, resolved.rule)
     metrics.record_policies(info.model, policy.actions)
     info.policies.extend(policy.actions)
-    return modes.ChatJob(policy.turn, resolved, upstream, info, metrics, state.auto_emulate_until,
-                         settings.dump_dir, settings.log_content)
+    return modes.ChatJob(
+        policy.turn,
+        resolved,
+        upstream,
+        info,
+        metrics,
+        state.auto_emulate_until,
+        settings.dump_dir,
+        settings.log_content,
+    )
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
@@ -149,8 +172,9 @@ def json_answer(value: Any) -> web.Response:
     return web.Response(body=REDACTOR.redact_bytes(dumps(value)), content_type="application/json")
 
 
-async def send_stream(request: web.Request, chunks: AsyncGenerator[bytes, None],
-                      error_bytes: Callable[[ErrorView], bytes] | None = None) -> web.StreamResponse:
+async def send_stream(
+    request: web.Request, chunks: AsyncGenerator[bytes, None], error_bytes: Callable[[ErrorView], bytes] | None = None
+) -> web.StreamResponse:
     """Relay SSE bytes; errors before the first byte become HTTP errors, after it an error event
     (``error_bytes`` renders it for another front end; chat's is the OpenAI error body)."""
     info = request_info(request)
@@ -243,8 +267,12 @@ async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, m
             await response.write(piece)
         return response
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise ProxyError(f"upstream failed while relaying: {type(exc).__name__}", status=502,
-                         type="upstream_error", code="upstream_unreachable") from None
+        raise ProxyError(
+            f"upstream failed while relaying: {type(exc).__name__}",
+            status=502,
+            type="upstream_error",
+            code="upstream_unreachable",
+        ) from None
     finally:
         upstream_resp.release()
 
@@ -259,8 +287,7 @@ async def admin_reload(request: web.Request) -> web.Response:
         raise Unauthorized("Incorrect or missing admin key.")
     ok, message = reload_rules(request.app)
     if not ok:
-        raise InvalidRequest(f"The new rules are invalid; the old rules keep serving.\n{message}",
-                             code="invalid_rules")
+        raise InvalidRequest(f"The new rules are invalid; the old rules keep serving.\n{message}", code="invalid_rules")
     return web.json_response({"status": "reloaded"})
 
 

@@ -40,45 +40,86 @@ class Metrics:
         if not self._multiprocess:
             self._add_process_collectors()
         reg = self.registry
-        self.requests = Counter("toolshim_requests", "Client requests by outcome.",
-                                ["model", "tool_mode", "stream", "status"], registry=reg)
-        self.endpoint_requests = Counter("toolshim_endpoint_requests",
-                                         "Client requests by API (chat, responses, passthrough) and outcome.",
-                                         ["endpoint", "status"], registry=reg)
-        self.in_flight = Gauge("toolshim_requests_in_flight", "Requests being served now.", ["stream"],
-                               registry=reg, multiprocess_mode="livesum")
-        self.request_duration = Histogram("toolshim_request_duration_seconds", "Whole-request latency.",
-                                          ["model", "tool_mode", "stream"], buckets=LATENCY_BUCKETS, registry=reg)
-        self.ttft = Histogram("toolshim_time_to_first_token_seconds", "Streaming: time to the first content.",
-                              ["model", "tool_mode"], buckets=LATENCY_BUCKETS, registry=reg)
-        self.upstream_requests = Counter("toolshim_upstream_requests", "Upstream calls by outcome.",
-                                         ["upstream", "outcome"], registry=reg)
-        self.upstream_duration = Histogram("toolshim_upstream_request_duration_seconds", "Upstream call latency.",
-                                           ["upstream", "outcome"], buckets=LATENCY_BUCKETS, registry=reg)
-        self.upstream_errors = Counter("toolshim_upstream_errors", "Upstream HTTP errors by status.",
-                                       ["upstream", "status"], registry=reg)
-        self.prompt_tokens = Counter("toolshim_prompt_tokens", "Prompt tokens reported by upstreams.", ["model"],
-                                     registry=reg)
-        self.completion_tokens = Counter("toolshim_completion_tokens", "Completion tokens reported by upstreams.",
-                                         ["model"], registry=reg)
-        self.tokens_saved = Counter("toolshim_tokens_saved", "Tokens not generated thanks to the cut (when known).",
-                                    ["model"], registry=reg)
-        self.tool_calls = Counter("toolshim_tool_calls", "Tool calls returned to clients.", ["model", "format"],
-                                  registry=reg)
-        self.tool_parse = Counter("toolshim_tool_parse", "Emulated tool blocks by parse outcome.",
-                                  ["model", "format", "outcome"], registry=reg)
-        self.tool_repairs = Counter("toolshim_tool_repairs", "Repairs applied to tool blocks.",
-                                    ["model", "format", "kind"], registry=reg)
-        self.reasks = Counter("toolshim_reasks", "Follow-up requests to the model.", ["model", "reason"],
-                              registry=reg)
-        self.stream_cuts = Counter("toolshim_stream_cuts", "Streams cut at a tool block over the limit.",
-                                   ["model", "format"], registry=reg)
-        self.auto_fallbacks = Counter("toolshim_auto_fallbacks", "tool_mode auto: native rejected, emulating.",
-                                      ["model"], registry=reg)
-        self.markup_sanitized = Counter("toolshim_markup_sanitized", "Responses whose markup was kept from content.",
-                                        ["model", "format"], registry=reg)
-        self.policy_actions = Counter("toolshim_policy_actions", "Conversation policies that acted.",
-                                      ["model", "policy"], registry=reg)
+        self.requests = Counter(
+            "toolshim_requests", "Client requests by outcome.", ["model", "tool_mode", "stream", "status"], registry=reg
+        )
+        self.endpoint_requests = Counter(
+            "toolshim_endpoint_requests",
+            "Client requests by API (chat, responses, passthrough) and outcome.",
+            ["endpoint", "status"],
+            registry=reg,
+        )
+        self.in_flight = Gauge(
+            "toolshim_requests_in_flight",
+            "Requests being served now.",
+            ["stream"],
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
+        self.request_duration = Histogram(
+            "toolshim_request_duration_seconds",
+            "Whole-request latency.",
+            ["model", "tool_mode", "stream"],
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.ttft = Histogram(
+            "toolshim_time_to_first_token_seconds",
+            "Streaming: time to the first content.",
+            ["model", "tool_mode"],
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.upstream_requests = Counter(
+            "toolshim_upstream_requests", "Upstream calls by outcome.", ["upstream", "outcome"], registry=reg
+        )
+        self.upstream_duration = Histogram(
+            "toolshim_upstream_request_duration_seconds",
+            "Upstream call latency.",
+            ["upstream", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.upstream_errors = Counter(
+            "toolshim_upstream_errors", "Upstream HTTP errors by status.", ["upstream", "status"], registry=reg
+        )
+        self.prompt_tokens = Counter(
+            "toolshim_prompt_tokens", "Prompt tokens reported by upstreams.", ["model"], registry=reg
+        )
+        self.completion_tokens = Counter(
+            "toolshim_completion_tokens", "Completion tokens reported by upstreams.", ["model"], registry=reg
+        )
+        self.tokens_saved = Counter(
+            "toolshim_tokens_saved", "Tokens not generated thanks to the cut (when known).", ["model"], registry=reg
+        )
+        self.tool_calls = Counter(
+            "toolshim_tool_calls", "Tool calls returned to clients.", ["model", "format"], registry=reg
+        )
+        self.tool_parse = Counter(
+            "toolshim_tool_parse",
+            "Emulated tool blocks by parse outcome.",
+            ["model", "format", "outcome"],
+            registry=reg,
+        )
+        self.tool_repairs = Counter(
+            "toolshim_tool_repairs", "Repairs applied to tool blocks.", ["model", "format", "kind"], registry=reg
+        )
+        self.reasks = Counter("toolshim_reasks", "Follow-up requests to the model.", ["model", "reason"], registry=reg)
+        self.stream_cuts = Counter(
+            "toolshim_stream_cuts", "Streams cut at a tool block over the limit.", ["model", "format"], registry=reg
+        )
+        self.auto_fallbacks = Counter(
+            "toolshim_auto_fallbacks", "tool_mode auto: native rejected, emulating.", ["model"], registry=reg
+        )
+        self.markup_sanitized = Counter(
+            "toolshim_markup_sanitized",
+            "Responses whose markup was kept from content.",
+            ["model", "format"],
+            registry=reg,
+        )
+        self.policy_actions = Counter(
+            "toolshim_policy_actions", "Conversation policies that acted.", ["model", "policy"], registry=reg
+        )
         self.rules_reloads = Counter("toolshim_rules_reloads", "Rules reloads by result.", ["result"], registry=reg)
 
     def _add_process_collectors(self) -> None:

@@ -50,8 +50,13 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         if view.level >= logging.ERROR:
             log.exception("unhandled error serving %s %s", request.method, request.path)
         elif isinstance(exc, UpstreamError):
-            log.warning("upstream %s failed: %s (answered %d %s)", info.upstream or "-", view.error.message,
-                        view.status, view.label)
+            log.warning(
+                "upstream %s failed: %s (answered %d %s)",
+                info.upstream or "-",
+                view.error.message,
+                view.status,
+                view.label,
+            )
         if isinstance(exc, ProxyError) and info.error_code is None:
             info.error_code = view.label
         response = web.json_response(view.body, status=view.status)
@@ -78,12 +83,15 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise InvalidRequest("The path may not contain '.' or '..' segments.", code="invalid_path")
     settings = request.app[SETTINGS]
     if not host_allowed(request.host, settings.allowed_hosts, settings.loopback_only):
-        raise Forbidden(f"Host {request.host[:100]!r} is not served here (see TOOLSHIM_ALLOWED_HOSTS).",
-                        code="host_not_allowed")
+        raise Forbidden(
+            f"Host {request.host[:100]!r} is not served here (see TOOLSHIM_ALLOWED_HOSTS).", code="host_not_allowed"
+        )
     origin = request.headers.get("Origin")
     if origin is not None and request.path.startswith(_GUARDED) and not settings.origin_allowed(origin):
-        raise Forbidden("Requests from this web origin are not allowed (see TOOLSHIM_CORS_ORIGINS / "
-                        "--cors-origins).", code="origin_not_allowed")
+        raise Forbidden(
+            "Requests from this web origin are not allowed (see TOOLSHIM_CORS_ORIGINS / --cors-origins).",
+            code="origin_not_allowed",
+        )
     return await handler(request)
 
 
@@ -96,13 +104,23 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
     """Answer a CORS preflight for /v1/* from an allowed origin (``guard_middleware`` has already
     refused any other origin), before client keys are checked: browsers send no keys on a preflight."""
     origin = request.headers.get("Origin")
-    if (request.method == "OPTIONS" and origin is not None and request.path.startswith("/v1/")
-            and "Access-Control-Request-Method" in request.headers):
+    if (
+        request.method == "OPTIONS"
+        and origin is not None
+        and request.path.startswith("/v1/")
+        and "Access-Control-Request-Method" in request.headers
+    ):
         asked = request.headers.get("Access-Control-Request-Headers", "")
-        return web.Response(status=204, headers={
-            "Access-Control-Allow-Origin": origin, "Access-Control-Allow-Methods": _CORS_METHODS,
-            "Access-Control-Allow-Headers": asked or _CORS_HEADERS, "Access-Control-Max-Age": "600",
-            "Vary": "Origin"})
+        return web.Response(
+            status=204,
+            headers={
+                "Access-Control-Allow-Origin": origin,
+                "Access-Control-Allow-Methods": _CORS_METHODS,
+                "Access-Control-Allow-Headers": asked or _CORS_HEADERS,
+                "Access-Control-Max-Age": "600",
+                "Vary": "Origin",
+            },
+        )
     return await handler(request)
 
 
@@ -110,8 +128,13 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     """``on_response_prepare``: an allowed origin may read the answer (streams and errors too)."""
     origin = request.headers.get("Origin")
     settings = request.app[SETTINGS]
-    if (origin is None or not settings.allowed_origins or not request.path.startswith(_GUARDED)
-            or not settings.origin_allowed(origin) or "Access-Control-Allow-Origin" in response.headers):
+    if (
+        origin is None
+        or not settings.allowed_origins
+        or not request.path.startswith(_GUARDED)
+        or not settings.origin_allowed(origin)
+        or "Access-Control-Allow-Origin" in response.headers
+    ):
         return
     response.headers["Access-Control-Allow-Origin"] = origin
     response.headers["Access-Control-Expose-Headers"] = "X-Request-Id"
@@ -148,7 +171,7 @@ def host_name(host: str) -> str:
     """``Host`` without its port, lower-cased: ``[::1]:8000`` → ``::1``, ``a.b:80`` → ``a.b``."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:host.index("]")] if "]" in host else host
+        return host[1 : host.index("]")] if "]" in host else host
     name, colon, port = host.rpartition(":")
     return name if colon and port.isdigit() and ":" not in name else host
 
@@ -177,5 +200,3 @@ def _matches_any(presented: str, keys: tuple[str, ...]) -> bool:
     for key in keys:
         found |= hmac.compare_digest(presented.encode(), key.encode())
     return found
-
-

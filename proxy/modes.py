@@ -66,8 +66,17 @@ class ChatJob:
         rule = self.resolved.rule
         plan = build_plan(self.turn, rule, get_format(format_name), self.upstream_model)
         folder = self.dump_dir or (DEFAULT_DUMP_DIR if rule.dump_raw_output else None)
-        self.emulator = Emulator(self.upstream, plan, rule, self.turn.model, self.info, self.metrics,
-                                 self.turn.include_usage, DumpWriter(folder) if folder else None, self.log_content)
+        self.emulator = Emulator(
+            self.upstream,
+            plan,
+            rule,
+            self.turn.model,
+            self.info,
+            self.metrics,
+            self.turn.include_usage,
+            DumpWriter(folder) if folder else None,
+            self.log_content,
+        )
         return self.emulator
 
     def finish_chunk(self, reason: str) -> dict[str, Any]:
@@ -106,8 +115,9 @@ class ChatJob:
     def can_retry_without_tools(self, err: UpstreamHTTPError) -> bool:
         """Native rules with ``retry_without_tools``: the upstream failed because of the tools."""
         rule = self.resolved.rule
-        return (rule.retry_without_tools and rule.tool_mode == "native" and bool(self.turn.tool_defs)
-                and rejects_tools(err))
+        return (
+            rule.retry_without_tools and rule.tool_mode == "native" and bool(self.turn.tool_defs) and rejects_tools(err)
+        )
 
     def without_tools_body(self) -> dict[str, Any]:
         self.note_policy("retry_without_tools")
@@ -216,8 +226,11 @@ async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> As
         yield piece
 
 
-async def bounded(job: ChatJob, items: AsyncGenerator[T, None], on_expiry: Callable[[], list[T]],
-                  ) -> AsyncGenerator[T, None]:
+async def bounded(
+    job: ChatJob,
+    items: AsyncGenerator[T, None],
+    on_expiry: Callable[[], list[T]],
+) -> AsyncGenerator[T, None]:
     """Bound a stream of any items by the rule's deadline: before the first item expiry is a 504;
     after it, ``on_expiry()`` ends the stream (a finish with reason ``length``)."""
     seconds = job.resolved.rule.max_request_seconds
@@ -240,8 +253,7 @@ async def bounded(job: ChatJob, items: AsyncGenerator[T, None], on_expiry: Calla
                     raise  # an upstream timeout (also a TimeoutError), not the deadline
                 job.note_policy("max_request_seconds")
                 if not sent:
-                    raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") \
-                        from None
+                    raise DeadlineExceeded(f"The request took longer than its limit of {seconds:g} seconds.") from None
                 for last in on_expiry():
                     yield last
                 return

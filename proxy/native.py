@@ -38,8 +38,11 @@ async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) ->
         await upstream_stream.aclose()
 
 
-async def chunks(upstream: Upstream, body: dict[str, Any], info: RequestInfo,
-                 ) -> AsyncGenerator[dict[str, Any], None]:
+async def chunks(
+    upstream: Upstream,
+    body: dict[str, Any],
+    info: RequestInfo,
+) -> AsyncGenerator[dict[str, Any], None]:
     """The stream decoded into chunk dicts (for a front end that re-shapes them); closes the upstream."""
     upstream_stream = await upstream.stream(body)
     try:

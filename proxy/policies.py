@@ -71,18 +71,21 @@ def _loop_guard(messages: Sequence[Message], rule: ModelRule) -> tuple[str, str]
     if turns and trailing_tool_turns(messages) >= turns:
         return "max_consecutive_tool_turns", (
             f"You have called tools {turns} times in a row. Do not call any more tools now: answer the user "
-            "with what you have found so far, and say what is still missing.")
+            "with what you have found so far, and say what is still missing."
+        )
     repeated = rule.max_repeated_calls
     name = repeated_call(messages, repeated) if repeated else None
     if name is not None:
         return "max_repeated_calls", (
             f"You called `{name}` with the same arguments {repeated} times in a row; calling it again will not "
-            "give a different result. Do not call tools now: answer with what you have, or explain the problem.")
+            "give a different result. Do not call tools now: answer with what you have, or explain the problem."
+        )
     errors = rule.max_consecutive_tool_errors
     if errors and trailing_tool_errors(messages, rule.tool_error_pattern) >= errors:
         return "max_consecutive_tool_errors", (
             f"The last {errors} tool calls failed. Stop calling tools and tell the user what went wrong, "
-            "quoting the error.")
+            "quoting the error."
+        )
     return None
 
 
@@ -93,8 +96,11 @@ def trailing_tool_turns(messages: Sequence[Message]) -> int:
         role = message.get("role")
         if role in ("tool", "function"):
             continue
-        if role == "assistant" and (message.get("tool_calls") or message.get("function_call")) \
-                and not content_text(message.get("content")).strip():
+        if (
+            role == "assistant"
+            and (message.get("tool_calls") or message.get("function_call"))
+            and not content_text(message.get("content")).strip()
+        ):
             count += 1
             continue
         break
@@ -132,7 +138,7 @@ def _loop_start(messages: Sequence[Message]) -> int:
 def repeated_call(messages: Sequence[Message], limit: int) -> str | None:
     """The tool name when the last ``limit`` calls of the current agent loop are the same tool with
     the same arguments. A new user message starts a new loop: asking again is not spinning."""
-    calls = _calls_in_order(messages[_loop_start(messages):])
+    calls = _calls_in_order(messages[_loop_start(messages) :])
     if len(calls) < limit:
         return None
     last = calls[-limit:]
@@ -209,8 +215,8 @@ def shorten(text: str, limit: int) -> str:
         if keep >= (room if marker is CUT_MARKER else 1):
             head = keep * 2 // 3
             tail = keep - head
-            return text[:head] + marker.format(n=len(text) - keep) + (text[len(text) - tail:] if tail else "")
-    return text[:max(limit, 0)]
+            return text[:head] + marker.format(n=len(text) - keep) + (text[len(text) - tail :] if tail else "")
+    return text[: max(limit, 0)]
 
 
 def _latest_results(messages: Sequence[Message]) -> list[int]:
@@ -241,8 +247,12 @@ def limit_tool_outputs(messages: list[dict[str, Any]], rule: ModelRule) -> list[
     """Messages with long tool results shortened, or ``None`` when nothing needed cutting."""
     if not (rule.max_tool_output_chars or rule.max_total_tool_output_chars or rule.tool_output_limits):
         return None
-    names = {c.get("id"): (c.get("function") or {}).get("name") for m in messages if m.get("role") == "assistant"
-             for c in m.get("tool_calls") or ()}
+    names = {
+        c.get("id"): (c.get("function") or {}).get("name")
+        for m in messages
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or ()
+    }
     limits: dict[int, int] = {}
     for i, message in enumerate(messages):
         if message.get("role") not in ("tool", "function"):
@@ -251,8 +261,11 @@ def limit_tool_outputs(messages: list[dict[str, Any]], rule: ModelRule) -> list[
         limit = rule.tool_output_limits.get(str(name), rule.max_tool_output_chars or 0)
         if limit:
             limits[i] = limit
-    texts = {i: content_text(messages[i].get("content")) for i, m in enumerate(messages)
-             if m.get("role") in ("tool", "function")}
+    texts = {
+        i: content_text(messages[i].get("content"))
+        for i, m in enumerate(messages)
+        if m.get("role") in ("tool", "function")
+    }
     if rule.max_total_tool_output_chars:
         latest = _latest_results(messages)
         lengths = [min(len(texts[i]), limits.get(i, len(texts[i]))) for i in latest]

@@ -49,15 +49,18 @@ class UpstreamConfig(_Strict):
     total_timeout: float | None = Field(None, gt=0, description="overall cap; none by default (long streams)")
     max_connections: int = Field(256, ge=1)
     extra_body_fields: tuple[str, ...] = Field(
-        (), description="request fields forwarded besides OpenAI's chat fields (e.g. top_k, min_p)")
+        (), description="request fields forwarded besides OpenAI's chat fields (e.g. top_k, min_p)"
+    )
 
     @field_validator("extra_body_fields")
     @classmethod
     def _no_destination_fields(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         bad = [name for name in value if forbidden_extension(name)]
         if bad:
-            raise ValueError(f"{', '.join(bad)}: may not be forwarded (destination, credentials and headers "
-                             "come only from the rules)")
+            raise ValueError(
+                f"{', '.join(bad)}: may not be forwarded (destination, credentials and headers "
+                "come only from the rules)"
+            )
         return value
 
     @property
@@ -242,8 +245,10 @@ def _extra_key_hint(loc: tuple[int | str, ...]) -> str:
     else:
         return ""
     if key in ("api_key", "key", "token", "api_token"):
-        return ("; keys are never written in rules files: put it in an environment variable and name that "
-                'variable with api_key_env (e.g. api_key_env: "OPENAI_API_KEY")')
+        return (
+            "; keys are never written in rules files: put it in an environment variable and name that "
+            'variable with api_key_env (e.g. api_key_env: "OPENAI_API_KEY")'
+        )
     close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
     return f" (did you mean `{close[0]}`?)" if close else ""
 
@@ -254,6 +259,7 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 def _substitute_env(value: Any, where: str, missing: list[str]) -> Any:
     """``${VAR}`` in string values (not keys) → the variable's value; unset names go to ``missing``."""
     if isinstance(value, str):
+
         def replace(match: re.Match[str]) -> str:
             found = os.environ.get(match.group(1))
             if found is None:
@@ -318,13 +324,17 @@ def lint(rules: RuleSet) -> list[str]:
                 found.append(f"models[{i}] ({rule.match!r}) duplicates models[{j}]: it is never used")
                 break
             if fnmatch.fnmatchcase(rule.match, earlier.match):
-                found.append(f"models[{i}] ({rule.match!r}) is shadowed by models[{j}] ({earlier.match!r}), which "
-                             "matches every name it does and comes first: it is never used")
+                found.append(
+                    f"models[{i}] ({rule.match!r}) is shadowed by models[{j}] ({earlier.match!r}), which "
+                    "matches every name it does and comes first: it is never used"
+                )
                 break
     for name, upstream in rules.upstreams.items():
         if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
-            found.append(f"upstreams.{name}.api_key_env: {upstream.api_key_env} is not set in this environment; "
-                         "requests would go without a key")
+            found.append(
+                f"upstreams.{name}.api_key_env: {upstream.api_key_env} is not set in this environment; "
+                "requests would go without a key"
+            )
     return found
 
 
@@ -334,7 +344,14 @@ def describe(rules: RuleSet) -> str:
     for rule in rules.models:
         up = rules.upstreams[rule.upstream]
         where = up.base_url or up.provider
-        rows.append((rule.match, rule.tool_mode, f"{rule.upstream} ({where})", up.provider,
-                     rule.upstream_model or "(as requested)"))
+        rows.append(
+            (
+                rule.match,
+                rule.tool_mode,
+                f"{rule.upstream} ({where})",
+                up.provider,
+                rule.upstream_model or "(as requested)",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)

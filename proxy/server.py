@@ -37,8 +37,9 @@ async def _serve_async(settings: Settings, reuse_port: bool) -> None:
     from .state import STATE, reload_rules
 
     app = create_app(settings, load_rules(settings.rules_path))
-    runner = await start_site(app, settings.host, settings.port, reuse_port=reuse_port,
-                              shutdown_timeout=settings.drain_seconds)
+    runner = await start_site(
+        app, settings.host, settings.port, reuse_port=reuse_port, shutdown_timeout=settings.drain_seconds
+    )
     log.info("toolshim worker %d listening on http://%s:%s", os.getpid(), settings.host, settings.port)
     stop = asyncio.Event()
 
@@ -97,8 +98,10 @@ def start_line(settings: Settings) -> str:
         files = ", ".join(str(p) for p in rules.sources)
     except RulesError:
         size, files = "rules not loaded", str(settings.rules_path)
-    return (f"toolshim {__version__} starting: rules {files} ({size}); http://{settings.host}:{settings.port}, "
-            f"{settings.workers} worker{'s' if settings.workers != 1 else ''}")
+    return (
+        f"toolshim {__version__} starting: rules {files} ({size}); http://{settings.host}:{settings.port}, "
+        f"{settings.workers} worker{'s' if settings.workers != 1 else ''}"
+    )
 
 
 def _prepare_multiprocess_dir() -> str:

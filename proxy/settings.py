@@ -74,10 +74,11 @@ class Settings(BaseModel):
         """Why serving these settings would open the operator's upstream keys to the network, if it would."""
         if self.loopback_only or self.api_keys or self.allow_unauthenticated:
             return None
-        return (f"refusing to listen on {self.host} without client keys: anyone who can reach it would use your "
-                "upstream keys. Set TOOLSHIM_API_KEYS, or pass --allow-unauthenticated "
-                "(TOOLSHIM_ALLOW_UNAUTHENTICATED=true) if the exposure is intended.")
-
+        return (
+            f"refusing to listen on {self.host} without client keys: anyone who can reach it would use your "
+            "upstream keys. Set TOOLSHIM_API_KEYS, or pass --allow-unauthenticated "
+            "(TOOLSHIM_ALLOW_UNAUTHENTICATED=true) if the exposure is intended."
+        )
 
     def access_summary(self) -> str:
         """One line for the start-up log: who can use this proxy."""
@@ -85,8 +86,10 @@ class Settings(BaseModel):
             return f"access: client keys required on /v1 ({len(self.api_keys)} configured)"
         if self.loopback_only:
             return f"access: no client keys; reachable from this machine only ({self.host})"
-        return (f"access: OPEN to the network on {self.host} without client keys (allow_unauthenticated): "
-                "anyone who reaches it uses your upstream keys")
+        return (
+            f"access: OPEN to the network on {self.host} without client keys (allow_unauthenticated): "
+            "anyone who reaches it uses your upstream keys"
+        )
 
 
 def is_loopback(host: str) -> bool:
@@ -122,9 +125,15 @@ ENV_VARS = {
 }
 
 
-FLAGS = {"rules_path": "--rules", "host": "--host", "port": "--port", "workers": "--workers",
-         "log_level": "--log-level", "allowed_origins": "--cors-origins",
-         "allow_unauthenticated": "--allow-unauthenticated"}
+FLAGS = {
+    "rules_path": "--rules",
+    "host": "--host",
+    "port": "--port",
+    "workers": "--workers",
+    "log_level": "--log-level",
+    "allowed_origins": "--cors-origins",
+    "allow_unauthenticated": "--allow-unauthenticated",
+}
 
 ENV_ALIASES = {"allowed_origins": ("TOOLSHIM_ALLOWED_ORIGINS",)}  # older names, read when the new one is unset
 

@@ -47,8 +47,11 @@ RESPONSES_STORE = web.AppKey("responses_store", ResponseStore)
 INFO_KEY = web.RequestKey("toolshim.info", RequestInfo)
 
 
-def build_runtime(rules: RuleSet, metrics: Metrics, reuse: dict[str, tuple[UpstreamConfig, Upstream]] | None = None,
-                  ) -> Runtime:
+def build_runtime(
+    rules: RuleSet,
+    metrics: Metrics,
+    reuse: dict[str, tuple[UpstreamConfig, Upstream]] | None = None,
+) -> Runtime:
     """Clients for every upstream; unchanged configs keep their existing (warm) client."""
     upstreams: dict[str, Upstream] = {}
     for name, config in rules.upstreams.items():
@@ -107,5 +110,3 @@ def _close_later(clients: list[Upstream]) -> None:
 
 def request_info(request: web.Request) -> RequestInfo:
     return request[INFO_KEY]
-
-

@@ -44,8 +44,9 @@ class ChatTurn:
         validate_chat(raw)
         legacy = not raw.get("tools") and bool(raw.get("functions"))
         defs = raw.get("functions") if legacy else raw.get("tools")
-        choice_key = "function_call" if legacy or ("tool_choice" not in raw and "function_call" in raw) \
-            else "tool_choice"
+        choice_key = (
+            "function_call" if legacy or ("tool_choice" not in raw and "function_call" in raw) else "tool_choice"
+        )
         wire = raw.get(choice_key)
         return cls(
             model=raw["model"],
@@ -106,8 +107,9 @@ class ChatTurn:
             return None
         if choice.name not in {tool.name for tool in self.tools}:
             param = "function_call" if self.legacy_functions else "tool_choice"
-            raise InvalidRequest(f"Invalid value for '{param}': no tool named '{choice.name}' in the request.",
-                                 param=param)
+            raise InvalidRequest(
+                f"Invalid value for '{param}': no tool named '{choice.name}' in the request.", param=param
+            )
         return choice.name
 
     # ---- changes (each returns a new turn) ------------------------------------------------

@@ -93,23 +93,38 @@ def wait_ready(service: Service, path: str, *, timeout: float, on_wait: WaitCall
             return
         elapsed = time.monotonic() - started
         if service.proc.poll() is not None:
-            raise LocalModelError(f"{service.name} exited with code {service.proc.returncode} before it answered "
-                                  f"{path}; its log ends:\n{service.log_tail()}")
+            raise LocalModelError(
+                f"{service.name} exited with code {service.proc.returncode} before it answered "
+                f"{path}; its log ends:\n{service.log_tail()}"
+            )
         if elapsed > timeout:
-            raise LocalModelError(f"{service.name} did not answer {path} within {timeout:.0f} s; "
-                                  f"its log ends:\n{service.log_tail()}")
+            raise LocalModelError(
+                f"{service.name} did not answer {path} within {timeout:.0f} s; its log ends:\n{service.log_tail()}"
+            )
         if on_wait is not None:
             on_wait(elapsed)
         time.sleep(0.25)
 
 
-def spawn(name: str, cmd: Sequence[str], port: int, *, model_id: str = "", files: tuple[Path, ...] = (),
-          env: Mapping[str, str] | None = None) -> Service:
+def spawn(
+    name: str,
+    cmd: Sequence[str],
+    port: int,
+    *,
+    model_id: str = "",
+    files: tuple[Path, ...] = (),
+    env: Mapping[str, str] | None = None,
+) -> Service:
     """Start ``cmd`` with stdout+stderr in a fresh temporary log file (``env`` adds variables)."""
     fd, log_name = tempfile.mkstemp(prefix=f"toolshim-{name}-{port}-", suffix=".log")
     with os.fdopen(fd, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env} if env else None)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env} if env else None,
+        )
     return Service(name=name, proc=proc, port=port, log_path=Path(log_name), model_id=model_id, files=files)
 
 
@@ -125,13 +140,21 @@ def stop(service: Service, *, keep_log: bool = False) -> None:
         service.log_path.unlink(missing_ok=True)
 
 
-def start_model_server(model: str = DEFAULT_MODEL, port: int | None = None, *, threads: int = 2,
-                       timeout: float = 120.0, on_wait: WaitCallback | None = None) -> Service:
+def start_model_server(
+    model: str = DEFAULT_MODEL,
+    port: int | None = None,
+    *,
+    threads: int = 2,
+    timeout: float = 120.0,
+    on_wait: WaitCallback | None = None,
+) -> Service:
     """Start the llama.cpp server for a fetched model; return once it lists the model and can generate."""
     path = model_path(model)
     if not verified(spec_for(model), path):
-        raise LocalModelError(f"model file missing or unverified: {path}; run `make model` "
-                              f"(python scripts/local_model.py fetch --model {model})")
+        raise LocalModelError(
+            f"model file missing or unverified: {path}; run `make model` "
+            f"(python scripts/local_model.py fetch --model {model})"
+        )
     port = port or free_port()
     service = spawn("llama", server_command(model, port, threads=threads), port, model_id=spec_for(model).alias)
     try:
@@ -151,8 +174,9 @@ def generate_one_token(service: Service) -> None:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         time.sleep(0.5)  # let a crashing process finish dying, so the message says so
         state = "running" if service.proc.poll() is None else f"exited with code {service.proc.returncode}"
-        raise LocalModelError(f"llama.cpp server failed its first generation ({exc}); it is {state}; "
-                              f"its log ends:\n{service.log_tail()}") from exc
+        raise LocalModelError(
+            f"llama.cpp server failed its first generation ({exc}); it is {state}; its log ends:\n{service.log_tail()}"
+        ) from exc
 
 
 def toolshim_command(rules_path: Path, port: int) -> list[str]:
@@ -174,8 +198,13 @@ def start_toolshim(rules: Mapping[str, Any], port: int | None = None, *, timeout
         json.dump(rules, fh, indent=2)
     rules_path = Path(rules_name)
     data_dir = Path(tempfile.mkdtemp(prefix="toolshim-data-"))  # stored Responses, removed with the service
-    service = spawn("toolshim", toolshim_command(rules_path, port), port, files=(rules_path, data_dir),
-                    env={"TOOLSHIM_DATA_DIR": str(data_dir)})
+    service = spawn(
+        "toolshim",
+        toolshim_command(rules_path, port),
+        port,
+        files=(rules_path, data_dir),
+        env={"TOOLSHIM_DATA_DIR": str(data_dir)},
+    )
     try:
         wait_ready(service, "/healthz", timeout=timeout)
     except BaseException:
@@ -184,14 +213,17 @@ def start_toolshim(rules: Mapping[str, Any], port: int | None = None, *, timeout
     return service
 
 
-def rules_for(upstream_url: str, upstream_model: str, modes: Mapping[str, str],
-              api_key_env: str | None = None) -> dict[str, Any]:
+def rules_for(
+    upstream_url: str, upstream_model: str, modes: Mapping[str, str], api_key_env: str | None = None
+) -> dict[str, Any]:
     """A rules document: one upstream, one exact-match rule per exposed model name -> tool_mode."""
     upstream: dict[str, Any] = {"base_url": upstream_url}
     if api_key_env:
         upstream["api_key_env"] = api_key_env
-    models = [{"match": name, "upstream": "local", "tool_mode": mode, "upstream_model": upstream_model}
-              for name, mode in modes.items()]
+    models = [
+        {"match": name, "upstream": "local", "tool_mode": mode, "upstream_model": upstream_model}
+        for name, mode in modes.items()
+    ]
     return {"upstreams": {"local": upstream}, "models": models}
 
 

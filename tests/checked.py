@@ -71,8 +71,12 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         record = Recorded(response.status_code, response.headers.get("content-type", ""))
         self.recorded.append(record)
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(response.status_code, headers=response.headers, stream=_Tee(response.stream, record),
-                              extensions=response.extensions)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Tee(response.stream, record),
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -94,8 +98,10 @@ async def checked_openai(base_url: str, **kwargs: Any) -> AsyncIterator[CheckedO
     transport = RecordingTransport()
     kwargs.setdefault("api_key", "k")
     kwargs.setdefault("max_retries", 0)
-    async with httpx.AsyncClient(transport=transport, timeout=60) as http, \
-            CheckedOpenAI(base_url=base_url, http_client=http, **kwargs) as client:
+    async with (
+        httpx.AsyncClient(transport=transport, timeout=60) as http,
+        CheckedOpenAI(base_url=base_url, http_client=http, **kwargs) as client,
+    ):
         client.transport = transport
         yield client
     transport.check()

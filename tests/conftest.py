@@ -85,8 +85,9 @@ async def attacker() -> AsyncIterator[FakeUpstream]:
     await runner.cleanup()
 
 
-def write_rules(tmp_path: Path, upstream_url: str, models: list[dict[str, Any]],
-                upstream_extra: dict[str, Any] | None = None) -> Path:
+def write_rules(
+    tmp_path: Path, upstream_url: str, models: list[dict[str, Any]], upstream_extra: dict[str, Any] | None = None
+) -> Path:
     path = tmp_path / "rules.json5"
     doc = {"upstreams": {"up": {"base_url": upstream_url, **(upstream_extra or {})}}, "models": models}
     path.write_text(json5.dumps(doc, indent=2))
@@ -111,8 +112,9 @@ async def start_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncItera
     """``await start_proxy(models=[...], **settings)`` → a running ``Proxy`` before the fake upstream."""
     runners: list[web.AppRunner] = []
 
-    async def start(models: list[dict[str, Any]] | None = None, upstream_extra: dict[str, Any] | None = None,
-                    **settings: Any) -> Proxy:
+    async def start(
+        models: list[dict[str, Any]] | None = None, upstream_extra: dict[str, Any] | None = None, **settings: Any
+    ) -> Proxy:
         models = models or [{"match": "*", "upstream": "up", "tool_mode": "native"}]
         path = write_rules(tmp_path, fake_upstream.url, models, upstream_extra)
         metrics = Metrics()

@@ -11,8 +11,11 @@ def parse_sse(body: str) -> tuple[list[dict[str, Any]], bool]:
     chunks: list[dict[str, Any]] = []
     done = False
     for block in body.replace("\r\n", "\n").split("\n\n"):
-        data = "\n".join(line[6:] if line.startswith("data: ") else line[5:]
-                         for line in block.split("\n") if line.startswith("data:"))
+        data = "\n".join(
+            line[6:] if line.startswith("data: ") else line[5:]
+            for line in block.split("\n")
+            if line.startswith("data:")
+        )
         if not data:
             continue
         assert not done, "an event after [DONE]"
@@ -61,8 +64,9 @@ def check_deltas(chunks: list[dict[str, Any]]) -> None:
             assert finish and isinstance(chunk.get("usage"), dict), "a choice-less chunk must be the final usage chunk"
             usage_chunks += 1
             assert usage_chunks == 1, "more than one usage chunk"
-            assert all(isinstance(chunk["usage"].get(k), int) for k in ("prompt_tokens", "completion_tokens",
-                                                                         "total_tokens")), chunk["usage"]
+            assert all(
+                isinstance(chunk["usage"].get(k), int) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            ), chunk["usage"]
             continue
         assert not finish, "a chunk after the finish_reason chunk"
         assert len(chunk["choices"]) == 1 and chunk["choices"][0]["index"] == 0, "one choice, index 0"

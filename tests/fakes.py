@@ -67,8 +67,9 @@ class FakeUpstream:
         index = len(self.disconnected)
         self.disconnected.append(False)
         self.pieces_sent.append(0)
-        resp = web.StreamResponse(status=reply.status, headers={"Content-Type": reply.content_type or
-                                                                "text/event-stream"})
+        resp = web.StreamResponse(
+            status=reply.status, headers={"Content-Type": reply.content_type or "text/event-stream"}
+        )
         await resp.prepare(request)
         try:
             for piece in reply.pieces:
@@ -83,22 +84,37 @@ class FakeUpstream:
         return resp
 
 
-def completion(content: str | None, *, tool_calls: list[dict[str, Any]] | None = None, finish: str = "stop",
-               model: str = "up-model", usage: dict[str, int] | None = None) -> dict[str, Any]:
+def completion(
+    content: str | None,
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish: str = "stop",
+    model: str = "up-model",
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = tool_calls
     return {
-        "id": "chatcmpl-up", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
     }
 
 
-def chunk(delta: dict[str, Any], finish: str | None = None, *, usage: dict[str, int] | None = None,
-          model: str = "up-model") -> dict[str, Any]:
-    out: dict[str, Any] = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": model,
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def chunk(
+    delta: dict[str, Any], finish: str | None = None, *, usage: dict[str, int] | None = None, model: str = "up-model"
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": "chatcmpl-up",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage is not None:
         out["usage"] = usage
     return out
@@ -108,8 +124,9 @@ def sse(payload: Any) -> str:
     return "data: " + (payload if isinstance(payload, str) else json.dumps(payload)) + "\n\n"
 
 
-def text_stream(pieces: Sequence[str], *, finish: str = "stop", usage: dict[str, int] | None = None,
-                done: bool = True) -> list[str]:
+def text_stream(
+    pieces: Sequence[str], *, finish: str = "stop", usage: dict[str, int] | None = None, done: bool = True
+) -> list[str]:
     """SSE events streaming ``pieces`` as content deltas, like an OpenAI-compatible server."""
     events = [sse(chunk({"role": "assistant", "content": ""}))]
     events += [sse(chunk({"content": p})) for p in pieces]

@@ -29,8 +29,9 @@ def get_weather(city: str) -> str:
 @pytest.fixture
 async def proxy(start_proxy: Any, fake_upstream: Any) -> Any:
     running = await start_proxy(models=emulated("hermes"))
-    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes"), 5))),
-                         Reply(pieces=text_stream(pieces(ANSWER, 6))))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text("hermes"), 5))), Reply(pieces=text_stream(pieces(ANSWER, 6)))
+    )
     running.fake = fake_upstream
     return running
 
@@ -76,14 +77,22 @@ async def test_openai_python_async(proxy: Any) -> None:
     async with AsyncOpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0) as client:
         messages: list[Any] = [{"role": "user", "content": QUESTION}]
         while True:
-            reply = (await client.chat.completions.create(model="qwen", messages=messages, tools=WEATHER,
-                                                          stream=False)).choices[0].message
+            reply = (
+                (await client.chat.completions.create(model="qwen", messages=messages, tools=WEATHER, stream=False))
+                .choices[0]
+                .message
+            )
             if not reply.tool_calls:
                 break
             messages.append(reply.model_dump(exclude_none=True))
             for call in reply.tool_calls:
-                messages.append({"role": "tool", "tool_call_id": call.id,
-                                 "content": get_weather(**json.loads(call.function.arguments))})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": get_weather(**json.loads(call.function.arguments)),
+                    }
+                )
     assert reply.content == ANSWER
     assert_loop_went_through(proxy.fake)
 
@@ -95,8 +104,9 @@ async def test_langchain_bind_tools(proxy: Any) -> None:
 
     weather = tool(get_weather)
     async with httpx.AsyncClient() as http:  # closed at the end (ChatOpenAI's default client never is)
-        llm = ChatOpenAI(model="qwen", base_url=proxy.base_url, api_key="unused", max_retries=0,
-                         http_async_client=http).bind_tools([weather])
+        llm = ChatOpenAI(
+            model="qwen", base_url=proxy.base_url, api_key="unused", max_retries=0, http_async_client=http
+        ).bind_tools([weather])
         messages: list[Any] = [HumanMessage(QUESTION)]
         reply = await llm.ainvoke(messages)
         assert reply.tool_calls[0]["name"] == "get_weather" and reply.tool_calls[0]["args"] == {"city": "Paris"}
@@ -116,8 +126,9 @@ async def test_langgraph_agent(proxy: Any) -> None:
 
     tools = [tool(get_weather)]
     http = httpx.AsyncClient()
-    llm = ChatOpenAI(model="qwen", base_url=proxy.base_url, api_key="unused", max_retries=0,
-                     http_async_client=http).bind_tools(tools)
+    llm = ChatOpenAI(
+        model="qwen", base_url=proxy.base_url, api_key="unused", max_retries=0, http_async_client=http
+    ).bind_tools(tools)
 
     async def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await llm.ainvoke(state["messages"])]}
@@ -143,8 +154,7 @@ async def test_litellm_as_client(proxy: Any, stream: bool) -> None:
 
     litellm = _import_litellm()  # the same quiet set-up the proxy uses (no price-list download)
     messages: list[Any] = [{"role": "user", "content": QUESTION}]
-    kwargs: dict[str, Any] = {"model": "openai/qwen", "api_base": proxy.base_url, "api_key": "unused",
-                              "tools": WEATHER}
+    kwargs: dict[str, Any] = {"model": "openai/qwen", "api_base": proxy.base_url, "api_key": "unused", "tools": WEATHER}
     while True:
         if stream:
             chunks = [c async for c in await litellm.acompletion(messages=messages, stream=True, **kwargs)]
@@ -153,11 +163,17 @@ async def test_litellm_as_client(proxy: Any, stream: bool) -> None:
             message = (await litellm.acompletion(messages=messages, **kwargs)).choices[0].message
         if not message.tool_calls:
             break
-        messages.append({"role": "assistant", "content": message.content,
-                         "tool_calls": [c.model_dump() for c in message.tool_calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [c.model_dump() for c in message.tool_calls],
+            }
+        )
         for call in message.tool_calls:
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": get_weather(**json.loads(call.function.arguments))})
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": get_weather(**json.loads(call.function.arguments))}
+            )
     assert message.content == ANSWER
     assert_loop_went_through(proxy.fake)
 
@@ -171,8 +187,10 @@ async def test_pydantic_ai(start_proxy: Any, fake_upstream: Any, stream: bool) -
 
     # run_stream ends at the first text of a turn: a preamble before the call would end the run there
     proxy = await start_proxy(models=emulated("hermes", text_before_call="reasoning"))
-    fake_upstream.script(Reply(pieces=text_stream(pieces("Let me look that up.\n" + call_text("hermes"), 5))),
-                         Reply(pieces=text_stream(pieces(ANSWER, 6))))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("Let me look that up.\n" + call_text("hermes"), 5))),
+        Reply(pieces=text_stream(pieces(ANSWER, 6))),
+    )
     async with AsyncOpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0) as client:
         model = OpenAIChatModel("qwen", provider=OpenAIProvider(openai_client=client))
         agent = Agent(model, tools=[get_weather])
@@ -190,8 +208,12 @@ async def test_openai_agents_sdk(proxy: Any) -> None:
     from openai import AsyncOpenAI
 
     async with AsyncOpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0) as client:
-        agent = Agent(name="weather", instructions="Answer with the weather tool.", tools=[function_tool(get_weather)],
-                      model=OpenAIChatCompletionsModel(model="qwen", openai_client=client))
+        agent = Agent(
+            name="weather",
+            instructions="Answer with the weather tool.",
+            tools=[function_tool(get_weather)],
+            model=OpenAIChatCompletionsModel(model="qwen", openai_client=client),
+        )
         result = await Runner.run(agent, QUESTION, run_config=RunConfig(tracing_disabled=True))
     assert result.final_output == ANSWER
     assert_loop_went_through(proxy.fake)
@@ -202,8 +224,14 @@ async def test_llamaindex_openai_like(proxy: Any) -> None:
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.llms.openai_like import OpenAILike
 
-    llm = OpenAILike(model="qwen", api_base=proxy.base_url, api_key="unused", is_chat_model=True,
-                     is_function_calling_model=True, max_retries=0)
+    llm = OpenAILike(
+        model="qwen",
+        api_base=proxy.base_url,
+        api_key="unused",
+        is_chat_model=True,
+        is_function_calling_model=True,
+        max_retries=0,
+    )
     agent = FunctionAgent(tools=[get_weather], llm=llm)
     answer = await agent.run(QUESTION)
     assert str(answer).strip() == ANSWER

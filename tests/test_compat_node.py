@@ -28,8 +28,9 @@ def node_clients() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are needed for the Node client tests")
     if not (HERE / "node_modules").is_dir():
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True, text=True, timeout=300
+        )
         if done.returncode != 0:
             pytest.skip(f"npm ci failed in {HERE}: {done.stderr.strip()[-300:]}")
     return HERE
@@ -38,10 +39,18 @@ def node_clients() -> Path:
 @pytest.mark.parametrize("client", ["openai-runTools", "ai-generateText", "ai-streamText"])
 async def test_node_client_tool_loop(node_clients: Path, start_proxy: Any, fake_upstream: Any, client: str) -> None:
     proxy = await start_proxy(models=emulated("hermes"))
-    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes"), 5))),
-                         Reply(pieces=text_stream(pieces(ANSWER, 6))))
-    proc = await asyncio.create_subprocess_exec("node", "loop.mjs", client, proxy.base_url, cwd=node_clients,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text("hermes"), 5))), Reply(pieces=text_stream(pieces(ANSWER, 6)))
+    )
+    proc = await asyncio.create_subprocess_exec(
+        "node",
+        "loop.mjs",
+        client,
+        proxy.base_url,
+        cwd=node_clients,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()[-2000:]
     result = json.loads(out.decode().strip().splitlines()[-1])

@@ -33,19 +33,23 @@ def test_version() -> None:
     assert result.returncode == 0 and result.stdout.strip() == f"toolshim {__version__}"
 
 
-@pytest.mark.parametrize(("args", "env", "says"), [
-    (["--log-level", "verbose"], {}, "--log-level: unknown log level 'verbose'"),
-    ([], {"TOOLSHIM_LOG_LEVEL": "chatty"}, "TOOLSHIM_LOG_LEVEL (or --log-level): unknown log level"),
-    ([], {"TOOLSHIM_PORT": "eighty"}, "TOOLSHIM_PORT (or --port): "),
-    (["--workers", "0"], {}, "--workers: "),
-    (["--rules", "nope.json5"], {}, "--rules or TOOLSHIM_RULES"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["--log-level", "verbose"], {}, "--log-level: unknown log level 'verbose'"),
+        ([], {"TOOLSHIM_LOG_LEVEL": "chatty"}, "TOOLSHIM_LOG_LEVEL (or --log-level): unknown log level"),
+        ([], {"TOOLSHIM_PORT": "eighty"}, "TOOLSHIM_PORT (or --port): "),
+        (["--workers", "0"], {}, "--workers: "),
+        (["--rules", "nope.json5"], {}, "--rules or TOOLSHIM_RULES"),
+    ],
+)
 def test_operator_mistakes_are_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
     result = run("serve", *args, env=env)
     assert result.returncode == 2, result.stderr
     assert says in result.stderr
-    assert "Traceback" not in result.stderr and "pydantic" not in result.stderr and "validation error" not in \
-        result.stderr
+    assert (
+        "Traceback" not in result.stderr and "pydantic" not in result.stderr and "validation error" not in result.stderr
+    )
 
 
 def test_port_in_use_is_one_line(tmp_path: Path) -> None:
@@ -79,9 +83,14 @@ def test_api_key_points_to_api_key_env(tmp_path: Path) -> None:
     assert "sk-secret" not in message
 
 
-@pytest.mark.parametrize(("option", "field"), [('stream_arguments: "yes"', "stream_arguments"),
-                                               ('max_repair_retries: "3"', "max_repair_retries"),
-                                               ('max_request_seconds: "30"', "max_request_seconds")])
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        ('stream_arguments: "yes"', "stream_arguments"),
+        ('max_repair_retries: "3"', "max_repair_retries"),
+        ('max_request_seconds: "30"', "max_request_seconds"),
+    ],
+)
 def test_types_are_strict(tmp_path: Path, option: str, field: str) -> None:
     message = rules_error(tmp_path, UP % ("", '{match: "*", upstream: "u", ' + option + "}"))
     assert f"models[0].{field}" in message
@@ -89,22 +98,34 @@ def test_types_are_strict(tmp_path: Path, option: str, field: str) -> None:
 
 def test_env_vars_are_substituted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TS_TEST_HOST", "10.1.2.3")
-    rules = load_rules(write(tmp_path, '{upstreams: {u: {base_url: "http://${TS_TEST_HOST}:8080/v1"}}, '
-                                       'models: [{match: "*", upstream: "u"}]}'))
+    rules = load_rules(
+        write(
+            tmp_path,
+            '{upstreams: {u: {base_url: "http://${TS_TEST_HOST}:8080/v1"}}, models: [{match: "*", upstream: "u"}]}',
+        )
+    )
     assert rules.upstreams["u"].base_url == "http://10.1.2.3:8080/v1"
     monkeypatch.delenv("TS_TEST_HOST")
-    message = rules_error(tmp_path, '{upstreams: {u: {base_url: "http://${TS_TEST_HOST}/v1"}}, '
-                                    'models: [{match: "*", upstream: "u"}]}')
+    message = rules_error(
+        tmp_path, '{upstreams: {u: {base_url: "http://${TS_TEST_HOST}/v1"}}, models: [{match: "*", upstream: "u"}]}'
+    )
     assert "upstreams.u.base_url: environment variable TS_TEST_HOST is not set" in message
 
 
-def test_check_rules_warns_about_shadowed_duplicate_and_unset_keys(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_rules_warns_about_shadowed_duplicate_and_unset_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("TS_UNSET_KEY", raising=False)
-    path = write(tmp_path, UP % (', api_key_env: "TS_UNSET_KEY"',
-                                 '{match: "qwen*", upstream: "u"}, {match: "qwen2.5*", upstream: "u"},'
-                                 '{match: "a", upstream: "u"}, {match: "a", upstream: "u"},'
-                                 '{match: "*", upstream: "u"}'))
+    path = write(
+        tmp_path,
+        UP
+        % (
+            ', api_key_env: "TS_UNSET_KEY"',
+            '{match: "qwen*", upstream: "u"}, {match: "qwen2.5*", upstream: "u"},'
+            '{match: "a", upstream: "u"}, {match: "a", upstream: "u"},'
+            '{match: "*", upstream: "u"}',
+        ),
+    )
     found = lint(load_rules(path))
     assert any("models[1] ('qwen2.5*') is shadowed by models[0] ('qwen*')" in w for w in found)
     assert any("models[3] ('a') duplicates models[2]" in w for w in found)

@@ -12,14 +12,19 @@ from tests.fakes import Reply, completion, text_stream
 
 APP = "https://app.example"
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-PREFLIGHT = {"Origin": APP, "Access-Control-Request-Method": "POST",
-             "Access-Control-Request-Headers": "authorization, content-type"}
+PREFLIGHT = {
+    "Origin": APP,
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization, content-type",
+}
 
 
 async def test_off_by_default_preflight_gets_no_cors(start_proxy: Any) -> None:
     proxy = await start_proxy()
-    async with aiohttp.ClientSession() as session, session.options(proxy.base_url + "/chat/completions",
-                                                                    headers=PREFLIGHT) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.options(proxy.base_url + "/chat/completions", headers=PREFLIGHT) as resp,
+    ):
         assert resp.status == 403
         assert "Access-Control-Allow-Origin" not in resp.headers
         assert (await resp.json())["error"]["code"] == "origin_not_allowed"
@@ -27,8 +32,10 @@ async def test_off_by_default_preflight_gets_no_cors(start_proxy: Any) -> None:
 
 async def test_preflight_from_an_allowed_origin_needs_no_key(start_proxy: Any, fake_upstream: Any) -> None:
     proxy = await start_proxy(allowed_origins=(APP,), api_keys=("sk-client",))
-    async with aiohttp.ClientSession() as session, session.options(proxy.base_url + "/chat/completions",
-                                                                    headers=PREFLIGHT) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.options(proxy.base_url + "/chat/completions", headers=PREFLIGHT) as resp,
+    ):
         assert resp.status == 204
         assert resp.headers["Access-Control-Allow-Origin"] == APP
         assert "POST" in resp.headers["Access-Control-Allow-Methods"]
@@ -41,8 +48,9 @@ async def test_allowed_origin_can_read_answers_and_errors(start_proxy: Any, fake
     proxy = await start_proxy(allowed_origins=(APP,))
     fake_upstream.script(Reply(pieces=text_stream(["Hello"])) if stream else Reply(body=completion("Hello")))
     async with aiohttp.ClientSession() as session:
-        async with session.post(proxy.base_url + "/chat/completions", json={**CHAT, "stream": stream},
-                                headers={"Origin": APP}) as resp:
+        async with session.post(
+            proxy.base_url + "/chat/completions", json={**CHAT, "stream": stream}, headers={"Origin": APP}
+        ) as resp:
             assert resp.status == 200
             assert resp.headers["Access-Control-Allow-Origin"] == APP
             assert "X-Request-Id" in resp.headers["Access-Control-Expose-Headers"]
@@ -54,7 +62,11 @@ async def test_allowed_origin_can_read_answers_and_errors(start_proxy: Any, fake
 
 def test_cors_origins_setting_and_its_old_name() -> None:
     assert load_settings(env={"TOOLSHIM_CORS_ORIGINS": "https://a.example, https://b.example"}).allowed_origins == (
-        "https://a.example", "https://b.example")
-    assert load_settings(env={"TOOLSHIM_ALLOWED_ORIGINS": "https://a.example"}).allowed_origins == ("https://a.example",)
+        "https://a.example",
+        "https://b.example",
+    )
+    assert load_settings(env={"TOOLSHIM_ALLOWED_ORIGINS": "https://a.example"}).allowed_origins == (
+        "https://a.example",
+    )
     assert load_settings({"allowed_origins": "*"}, env={}).origin_allowed("https://any.example")
     assert not load_settings(env={}).origin_allowed("https://a.example")

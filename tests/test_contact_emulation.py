@@ -22,14 +22,16 @@ PREAMBLE = "I'll check the weather. "
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-async def test_missing_required_call_is_an_openai_error(start_proxy: Any, fake_upstream: Any, stream: bool,
-                                                        choice: Any) -> None:
+async def test_missing_required_call_is_an_openai_error(
+    start_proxy: Any, fake_upstream: Any, stream: bool, choice: Any
+) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_required_retries=1))
     fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])))
     async with checked_openai(proxy.base_url) as client:
         with pytest.raises(openai.APIStatusError) as caught:
-            result = await client.chat.completions.create(model="m", messages=USER, tools=WEATHER,
-                                                          tool_choice=choice, stream=stream)
+            result = await client.chat.completions.create(
+                model="m", messages=USER, tools=WEATHER, tool_choice=choice, stream=stream
+            )
             if stream:
                 async for _ in result:  # type: ignore[union-attr]
                     pass
@@ -56,8 +58,9 @@ async def test_missing_required_call_can_return_the_text(start_proxy: Any, fake_
 @pytest.mark.parametrize("stream", [False, True])
 async def test_failed_reask_does_not_repeat_sent_text(start_proxy: Any, fake_upstream: Any, stream: bool) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
-    fake_upstream.script(Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 5))),
-                         Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 3))))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 5))), Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 3)))
+    )
     result = await ask(proxy, stream)
     assert len(fake_upstream.requests) == 2
     message = result["choices"][0]["message"]
@@ -67,8 +70,10 @@ async def test_failed_reask_does_not_repeat_sent_text(start_proxy: Any, fake_ups
 
 async def test_reask_text_after_the_repetition_still_arrives(start_proxy: Any, fake_upstream: Any) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
-    fake_upstream.script(Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 5))),
-                         Reply(pieces=text_stream(pieces(PREAMBLE + "\n" + call_text("hermes"), 4))))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(PREAMBLE + BAD, 5))),
+        Reply(pieces=text_stream(pieces(PREAMBLE + "\n" + call_text("hermes"), 4))),
+    )
     result = await ask(proxy, True)
     message = result["choices"][0]["message"]
     assert message["content"].strip() == PREAMBLE.strip()
@@ -79,12 +84,22 @@ async def test_usage_sums_every_attempt_and_metrics_agree(start_proxy: Any, fake
     proxy = await start_proxy(models=emulated("hermes"))
     first = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
     second = {"prompt_tokens": 130, "completion_tokens": 20, "total_tokens": 150}
-    fake_upstream.script(Reply(pieces=text_stream(["It is sunny."], usage=first)),
-                         Reply(pieces=text_stream(pieces(call_text("hermes")), usage=second)))
-    payload = {"model": "m", "messages": USER, "tools": WEATHER, "tool_choice": "required", "stream": True,
-               "stream_options": {"include_usage": True}}
-    async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/chat/completions",
-                                                                 json=payload) as resp:
+    fake_upstream.script(
+        Reply(pieces=text_stream(["It is sunny."], usage=first)),
+        Reply(pieces=text_stream(pieces(call_text("hermes")), usage=second)),
+    )
+    payload = {
+        "model": "m",
+        "messages": USER,
+        "tools": WEATHER,
+        "tool_choice": "required",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=payload) as resp,
+    ):
         chunks, done = parse_sse(await resp.text())
     assert done
     check_deltas(chunks)
@@ -99,8 +114,10 @@ async def test_usage_repeated_in_every_chunk_is_counted_once(start_proxy: Any, f
 
     proxy = await start_proxy(models=emulated("hermes"))
     events = [sse(chunk({"role": "assistant", "content": ""}, usage={"prompt_tokens": 50, "completion_tokens": 0}))]
-    events += [sse(chunk({"content": p}, usage={"prompt_tokens": 50, "completion_tokens": i + 1}))
-               for i, p in enumerate(["Hello", " there", "."])]
+    events += [
+        sse(chunk({"content": p}, usage={"prompt_tokens": 50, "completion_tokens": i + 1}))
+        for i, p in enumerate(["Hello", " there", "."])
+    ]
     events += [sse(chunk({}, "stop", usage={"prompt_tokens": 50, "completion_tokens": 3})), sse("[DONE]")]
     fake_upstream.script(Reply(pieces=events))
     result = await ask(proxy, False)
@@ -109,8 +126,9 @@ async def test_usage_repeated_in_every_chunk_is_counted_once(start_proxy: Any, f
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("where", ["content", "reasoning", "drop"])
-async def test_text_before_a_call_goes_where_the_rule_says(start_proxy: Any, fake_upstream: Any, stream: bool,
-                                                           where: str) -> None:
+async def test_text_before_a_call_goes_where_the_rule_says(
+    start_proxy: Any, fake_upstream: Any, stream: bool, where: str
+) -> None:
     """pydantic-ai's ``run_stream`` takes a turn's first text as the final answer: a preamble can move."""
     proxy = await start_proxy(models=emulated("hermes", text_before_call=where))
     fake_upstream.script(Reply(pieces=text_stream(pieces(PREAMBLE + "\n" + call_text("hermes"), 4))))
@@ -131,13 +149,17 @@ async def test_text_without_a_call_stays_content(start_proxy: Any, fake_upstream
 
 async def test_usage_after_an_auto_fallback_counts_the_emulated_calls(start_proxy: Any, fake_upstream: Any) -> None:
     """The rejected native call reports no usage; the emulated attempts that follow are summed."""
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto",
-                                       "fallback_format": "hermes"}])
+    proxy = await start_proxy(
+        models=[{"match": "*", "upstream": "up", "tool_mode": "auto", "fallback_format": "hermes"}]
+    )
     rejection = Reply(status=400, body={"error": {"message": "model does not support tools", "type": "api_error"}})
     first = {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
     second = {"prompt_tokens": 60, "completion_tokens": 9, "total_tokens": 69}
-    fake_upstream.script(rejection, Reply(pieces=text_stream(["No call."], usage=first)),
-                         Reply(pieces=text_stream(pieces(call_text("hermes")), usage=second)))
+    fake_upstream.script(
+        rejection,
+        Reply(pieces=text_stream(["No call."], usage=first)),
+        Reply(pieces=text_stream(pieces(call_text("hermes")), usage=second)),
+    )
     result = await ask(proxy, False, tool_choice="required")
     assert len(fake_upstream.requests) == 3
     usage = {key: result["usage"][key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}

@@ -20,8 +20,9 @@ def upstream_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_unreachable_upstream_is_logged_with_its_cause(start_proxy: Any, caplog: pytest.LogCaptureFixture,
-                                                             stream: bool) -> None:
+async def test_unreachable_upstream_is_logged_with_its_cause(
+    start_proxy: Any, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
     proxy = await start_proxy(upstream_extra={"base_url": f"http://127.0.0.1:{free_port()}/v1"})
     with caplog.at_level(logging.WARNING):
         status, body = await post(proxy.base_url + "/chat/completions", json={**OK_BODY, "stream": stream})
@@ -30,8 +31,9 @@ async def test_unreachable_upstream_is_logged_with_its_cause(start_proxy: Any, c
     assert any("connection refused" in m and "upstream_unreachable" in m for m in upstream_warnings(caplog))
 
 
-async def test_upstream_error_status_is_logged_with_its_message(start_proxy: Any, fake_upstream: Any,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+async def test_upstream_error_status_is_logged_with_its_message(
+    start_proxy: Any, fake_upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     proxy = await start_proxy()
     fake_upstream.script(Reply(status=429, body={"error": {"message": "slow down please", "type": "rate_limit"}}))
     with caplog.at_level(logging.WARNING):
@@ -42,13 +44,15 @@ async def test_upstream_error_status_is_logged_with_its_message(start_proxy: Any
 
 def test_litellm_log_lines_come_out_as_json() -> None:
     """litellm attaches plain-text handlers to its loggers on import; ours takes them off."""
-    code = ("import logging\n"
-            "from toolshim.logs import configure_logging\n"
-            "from toolshim.upstream.litellm import _import_litellm\n"
-            "configure_logging('INFO')\n"
-            "_import_litellm()\n"
-            "logging.getLogger('LiteLLM').warning('from litellm')\n"
-            "logging.getLogger('LiteLLM Router').warning('from the router')\n")
+    code = (
+        "import logging\n"
+        "from toolshim.logs import configure_logging\n"
+        "from toolshim.upstream.litellm import _import_litellm\n"
+        "configure_logging('INFO')\n"
+        "_import_litellm()\n"
+        "logging.getLogger('LiteLLM').warning('from litellm')\n"
+        "logging.getLogger('LiteLLM Router').warning('from the router')\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

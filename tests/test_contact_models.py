@@ -11,11 +11,21 @@ import pytest
 
 from tests.fakes import Reply
 
-RULES = [{"match": "gpt-4o", "upstream": "up"},
-         {"match": "llama-*", "upstream": "up", "tool_mode": "hermes"},
-         {"match": "qwen*", "upstream": "up", "upstream_model": "qwen2.5:7b"}]  # an alias: upstream names not listed
-UPSTREAM_MODELS = {"object": "list", "data": [{"id": "llama-3-8b", "object": "model"}, {"id": "qwen2.5:0.5b"},
-                                              {"id": "mistral"}, {"id": "gpt-4o"}, {"bad": 1}]}
+RULES = [
+    {"match": "gpt-4o", "upstream": "up"},
+    {"match": "llama-*", "upstream": "up", "tool_mode": "hermes"},
+    {"match": "qwen*", "upstream": "up", "upstream_model": "qwen2.5:7b"},
+]  # an alias: upstream names not listed
+UPSTREAM_MODELS = {
+    "object": "list",
+    "data": [
+        {"id": "llama-3-8b", "object": "model"},
+        {"id": "qwen2.5:0.5b"},
+        {"id": "mistral"},
+        {"id": "gpt-4o"},
+        {"bad": 1},
+    ],
+}
 
 
 async def listing(proxy: Any) -> list[dict[str, Any]]:
@@ -38,8 +48,9 @@ async def test_glob_rules_list_the_upstreams_matching_models(start_proxy: Any, f
     assert fake_upstream.paths == ["/v1/models"], "the upstream's list is cached"
 
 
-async def test_a_failing_upstream_is_logged_and_skipped(start_proxy: Any, fake_upstream: Any,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_upstream_is_logged_and_skipped(
+    start_proxy: Any, fake_upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     proxy = await start_proxy(models=RULES)
     fake_upstream.script(Reply(status=500, body={"error": {"message": "models endpoint broke"}}))
     with caplog.at_level(logging.WARNING, logger="toolshim.catalog"):

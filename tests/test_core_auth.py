@@ -19,10 +19,13 @@ UPSTREAM_SECRET = "sk-upstream-0123456789abcdef-SECRET"
 CLIENT_SECRET = "client-key-fedcba9876543210-SECRET"
 
 
-async def call(url: str, headers: dict[str, str] | None = None, method: str = "POST",
-               json: Any = BODY) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as session, session.request(
-            method, url, json=json if method == "POST" else None, headers=headers) as resp:
+async def call(
+    url: str, headers: dict[str, str] | None = None, method: str = "POST", json: Any = BODY
+) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, json=json if method == "POST" else None, headers=headers) as resp,
+    ):
         return resp.status, await resp.json(content_type=None)
 
 
@@ -35,16 +38,21 @@ def assert_unauthorized(status: int, body: Any) -> None:
     assert error == {"type": "invalid_request_error", "param": None, "code": "invalid_api_key"}
 
 
-@pytest.mark.parametrize("headers", [
-    None,
-    {"Authorization": "Bearer k3"},
-    {"Authorization": "Bearer k1x"},
-    {"Authorization": "Bearer "},
-    {"Authorization": "Basic k1"},
-    {"Authorization": "k1"},
-], ids=["none", "wrong", "prefix-of-a-key", "empty", "basic", "no-scheme"])
-async def test_missing_or_wrong_key_is_401(start_proxy: Any, fake_upstream: FakeUpstream,
-                                           headers: dict[str, str] | None) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        None,
+        {"Authorization": "Bearer k3"},
+        {"Authorization": "Bearer k1x"},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Basic k1"},
+        {"Authorization": "k1"},
+    ],
+    ids=["none", "wrong", "prefix-of-a-key", "empty", "basic", "no-scheme"],
+)
+async def test_missing_or_wrong_key_is_401(
+    start_proxy: Any, fake_upstream: FakeUpstream, headers: dict[str, str] | None
+) -> None:
     proxy = await start_proxy(api_keys=("k1", "k2"))
     assert_unauthorized(*await call(proxy.base_url + "/chat/completions", headers))
     assert_unauthorized(*await call(proxy.base_url + "/models", headers, method="GET"))
@@ -83,13 +91,22 @@ async def test_no_keys_configured_means_open(start_proxy: Any) -> None:
     assert (await call(proxy.base_url + "/chat/completions"))[0] == 200
 
 
-async def test_upstream_key_sent_as_bearer_and_never_echoed(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_upstream_key_sent_as_bearer_and_never_echoed(
+    start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEST_UPSTREAM_KEY", UPSTREAM_SECRET)
     fake_upstream.script(
         Reply(body={"choices": []}),
-        Reply(status=401, body={"error": {"message": f"Incorrect API key provided: {UPSTREAM_SECRET}.",
-                                          "type": "invalid_request_error", "code": "invalid_api_key"}}),
+        Reply(
+            status=401,
+            body={
+                "error": {
+                    "message": f"Incorrect API key provided: {UPSTREAM_SECRET}.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+        ),
         Reply(status=401, body=f"bad key {UPSTREAM_SECRET}", content_type="text/plain"),
     )
     proxy = await start_proxy(upstream_extra={"api_key_env": "TEST_UPSTREAM_KEY"})
@@ -107,13 +124,18 @@ def _all_log_text(records: list[logging.LogRecord]) -> str:
     formatter = JsonFormatter()
     parts = []
     for record in records:
-        parts += [formatter.format(record), repr(record.args), repr(getattr(record, "fields", None)),
-                  repr(record.__dict__)]
+        parts += [
+            formatter.format(record),
+            repr(record.args),
+            repr(getattr(record, "fields", None)),
+            repr(record.__dict__),
+        ]
     return "\n".join(parts)
 
 
-async def test_secrets_never_logged(start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch,
-                                    caplog: pytest.LogCaptureFixture) -> None:
+async def test_secrets_never_logged(
+    start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """At DEBUG, over good, failing and streamed requests, neither key reaches any log record."""
     monkeypatch.setenv("TEST_UPSTREAM_KEY", UPSTREAM_SECRET)
     caplog.set_level(logging.DEBUG)
@@ -124,8 +146,9 @@ async def test_secrets_never_logged(start_proxy: Any, fake_upstream: FakeUpstrea
         Reply(status=500, body=f"crash, key={UPSTREAM_SECRET}", content_type="text/plain"),
         Reply(hang=1, body={}),
     )
-    proxy = await start_proxy(api_keys=(CLIENT_SECRET,), upstream_extra={"api_key_env": "TEST_UPSTREAM_KEY",
-                                                                        "read_timeout": 0.3})
+    proxy = await start_proxy(
+        api_keys=(CLIENT_SECRET,), upstream_extra={"api_key_env": "TEST_UPSTREAM_KEY", "read_timeout": 0.3}
+    )
     good = {"Authorization": f"Bearer {CLIENT_SECRET}"}
     statuses = [
         (await call(proxy.base_url + "/chat/completions", good))[0],
@@ -138,8 +161,10 @@ async def test_secrets_never_logged(start_proxy: Any, fake_upstream: FakeUpstrea
                 await resp.read()
     statuses.append((await call(proxy.base_url + "/chat/completions", good))[0])
     statuses.append((await call(proxy.base_url + "/chat/completions", good))[0])
-    closed = await start_proxy(api_keys=(CLIENT_SECRET,), upstream_extra={
-        "api_key_env": "TEST_UPSTREAM_KEY", "base_url": f"http://127.0.0.1:{free_port()}/v1"})
+    closed = await start_proxy(
+        api_keys=(CLIENT_SECRET,),
+        upstream_extra={"api_key_env": "TEST_UPSTREAM_KEY", "base_url": f"http://127.0.0.1:{free_port()}/v1"},
+    )
     statuses.append((await call(closed.base_url + "/chat/completions", good))[0])
     assert statuses == [200, 401, 200, 200, 500, 504, 502]
     # the check below means something only if the requests were logged: access lines and the cut stream's warning

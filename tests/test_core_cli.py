@@ -18,15 +18,20 @@ from tests.conftest import free_port
 from tests.fakes import FakeUpstream, Reply, completion
 
 TOOLSHIM = str(Path(sys.executable).with_name("toolshim"))
-GOOD = '{upstreams: {local: {base_url: "%s"}}, models: [{match: "qwen*", upstream: "local", tool_mode: "hermes"},' \
-       ' {match: "*", upstream: "local"}]}'
-BAD = '{upstreams: {local: {base_url: "http://127.0.0.1:1/v1"}},\n models: [{match: "*", upstream: "local",' \
-      ' tool_mode: "telepathy"}]}'
+GOOD = (
+    '{upstreams: {local: {base_url: "%s"}}, models: [{match: "qwen*", upstream: "local", tool_mode: "hermes"},'
+    ' {match: "*", upstream: "local"}]}'
+)
+BAD = (
+    '{upstreams: {local: {base_url: "http://127.0.0.1:1/v1"}},\n models: [{match: "*", upstream: "local",'
+    ' tool_mode: "telepathy"}]}'
+)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TOOLSHIM, *args], capture_output=True, text=True, timeout=30,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [TOOLSHIM, *args], capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})}
+    )
 
 
 def test_check_rules_prints_table(tmp_path: Path) -> None:
@@ -80,8 +85,12 @@ async def served(tmp_path: Path, fake_upstream: FakeUpstream) -> Any:
     path.write_text(GOOD % fake_upstream.url)
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        TOOLSHIM, "serve", env={**os.environ, "TOOLSHIM_PORT": str(port), "TOOLSHIM_RULES": str(path)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        TOOLSHIM,
+        "serve",
+        env={**os.environ, "TOOLSHIM_PORT": str(port), "TOOLSHIM_RULES": str(path)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     yield proc, f"http://127.0.0.1:{port}"
     if proc.returncode is None:
         proc.kill()
@@ -107,9 +116,13 @@ async def test_serve_runs_for_real(served: Any, fake_upstream: FakeUpstream) -> 
     proc, url = served
     await _wait_healthy(url, proc)
     fake_upstream.script(Reply(body=completion("from upstream")))
-    async with aiohttp.ClientSession() as session, session.post(
-            url + "/v1/chat/completions", json={"model": "qwen2.5", "messages": [{"role": "user", "content": "x"}],
-                                               "tool_mode_probe": 1}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            url + "/v1/chat/completions",
+            json={"model": "qwen2.5", "messages": [{"role": "user", "content": "x"}], "tool_mode_probe": 1},
+        ) as resp,
+    ):
         assert resp.status == 200
         assert (await resp.json())["choices"][0]["message"]["content"] == "from upstream"
     proc.send_signal(signal.SIGTERM)

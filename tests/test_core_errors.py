@@ -27,8 +27,9 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 OK_BODY = {"model": "m", "messages": MESSAGES}
 
 
-def assert_error(body: Any, *, code: str | None, type_: str | None = None, param: str | None = None,
-                 message: str | None = None) -> dict[str, Any]:
+def assert_error(
+    body: Any, *, code: str | None, type_: str | None = None, param: str | None = None, message: str | None = None
+) -> dict[str, Any]:
     """The body is exactly ``{"error": {message, type, param, code}}`` with the given values."""
     assert isinstance(body, dict) and set(body) == {"error"}, body
     err = body["error"]
@@ -83,28 +84,35 @@ async def custom_upstream(handler: Callable[[web.Request], Awaitable[web.StreamR
 @pytest.mark.parametrize("raw", [b"{not json", b"", b"   ", b'{"model": "m",', b"\xff\xfe"])
 async def test_invalid_json_is_400(start_proxy: Any, raw: bytes) -> None:
     proxy = await start_proxy()
-    status, body = await post(proxy.base_url + "/chat/completions", data=raw,
-                              headers={"Content-Type": "application/json"})
+    status, body = await post(
+        proxy.base_url + "/chat/completions", data=raw, headers={"Content-Type": "application/json"}
+    )
     assert status == 400
     assert_error(body, code="invalid_request", type_="invalid_request_error")
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"model": "m"}, "messages"),
-    ({"messages": MESSAGES}, "model"),
-    ({"model": "m", "messages": []}, "messages"),
-    ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-    ({"model": "m", "messages": [{"content": "x"}]}, "messages[0].role"),
-    ({"model": 42, "messages": MESSAGES}, "model"),
-    ({"model": ["m"], "messages": MESSAGES}, "model"),
-    ({"model": "m", "messages": MESSAGES, "tools": [{"type": "function", "function": {"parameters": {}}}]},
-     "tools[0].function.name"),
-    ({"model": "m", "messages": MESSAGES, "stream": "yes"}, "stream"),
-    ({"model": "m", "messages": MESSAGES, "stream_options": [1]}, "stream_options"),
-    ({"model": "m", "messages": "hi"}, "messages"),
-])
-async def test_bad_field_is_400_naming_it(start_proxy: Any, fake_upstream: FakeUpstream, body: dict[str, Any],
-                                          param: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m"}, "messages"),
+        ({"messages": MESSAGES}, "model"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"content": "x"}]}, "messages[0].role"),
+        ({"model": 42, "messages": MESSAGES}, "model"),
+        ({"model": ["m"], "messages": MESSAGES}, "model"),
+        (
+            {"model": "m", "messages": MESSAGES, "tools": [{"type": "function", "function": {"parameters": {}}}]},
+            "tools[0].function.name",
+        ),
+        ({"model": "m", "messages": MESSAGES, "stream": "yes"}, "stream"),
+        ({"model": "m", "messages": MESSAGES, "stream_options": [1]}, "stream_options"),
+        ({"model": "m", "messages": "hi"}, "messages"),
+    ],
+)
+async def test_bad_field_is_400_naming_it(
+    start_proxy: Any, fake_upstream: FakeUpstream, body: dict[str, Any], param: str
+) -> None:
     proxy = await start_proxy()
     status, answer = await post(proxy.base_url + "/chat/completions", json=body)
     assert status == 400
@@ -141,28 +149,34 @@ async def test_body_over_limit_is_413(start_proxy: Any, fake_upstream: FakeUpstr
         for i in range(0, len(raw), 1000):
             yield raw[i : i + 1000]
 
-    status, body = await post(proxy.base_url + "/chat/completions", data=pieces() if chunked else raw,
-                              headers={"Content-Type": "application/json"})
+    status, body = await post(
+        proxy.base_url + "/chat/completions",
+        data=pieces() if chunked else raw,
+        headers={"Content-Type": "application/json"},
+    )
     assert status == 413
     assert_error(body, code="request_too_large", type_="invalid_request_error", message="4096")
     assert fake_upstream.requests == []
     padding = 4096 - len(json.dumps({**OK_BODY, "messages": [{"role": "user", "content": ""}]}).encode())
     at_limit = json.dumps({**OK_BODY, "messages": [{"role": "user", "content": "x" * padding}]}).encode()
     assert len(at_limit) == 4096
-    status, _ = await post(proxy.base_url + "/chat/completions", data=at_limit,
-                           headers={"Content-Type": "application/json"})
+    status, _ = await post(
+        proxy.base_url + "/chat/completions", data=at_limit, headers={"Content-Type": "application/json"}
+    )
     assert status == 200  # exactly at the limit is fine
 
 
-async def test_body_over_aiohttp_default_but_under_limit_is_accepted(start_proxy: Any,
-                                                                    fake_upstream: FakeUpstream) -> None:
+async def test_body_over_aiohttp_default_but_under_limit_is_accepted(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
     """aiohttp caps bodies at 1 MiB unless told otherwise; the proxy's default limit is 10 MiB."""
     proxy = await start_proxy()
     content = "y" * (3 * 1024 * 1024)
     raw = json.dumps({**OK_BODY, "messages": [{"role": "user", "content": content}]}).encode()
     # a file-like body: aiohttp warns (ResourceWarning) that a large bytes body may block the loop
-    status, _ = await post(proxy.base_url + "/chat/completions", data=io.BytesIO(raw),
-                           headers={"Content-Type": "application/json"})
+    status, _ = await post(
+        proxy.base_url + "/chat/completions", data=io.BytesIO(raw), headers={"Content-Type": "application/json"}
+    )
     assert status == 200
     assert fake_upstream.requests[0]["messages"][0]["content"] == content
 
@@ -217,34 +231,74 @@ async def test_total_timeout_caps_a_slow_stream(start_proxy: Any, fake_upstream:
 
 
 UPSTREAM_ERRORS = [
-    pytest.param(429, {"error": {"message": "Rate limit reached for requests", "type": "requests",
-                                 "param": None, "code": "rate_limit_exceeded"}}, None,
-                 {"message": "Rate limit reached for requests", "type": "requests", "param": None,
-                  "code": "rate_limit_exceeded"}, id="openai-shaped-429"),
-    pytest.param(400, {"error": {"message": "tools not supported", "type": "invalid_request_error",
-                                 "param": "tools", "code": None}}, None,
-                 {"message": "tools not supported", "type": "invalid_request_error", "param": "tools",
-                  "code": None}, id="openai-shaped-400"),  # an OpenAI-shaped error is relayed as it was
-    pytest.param(422, {"detail": "Model is still loading"}, None,
-                 {"message": "Model is still loading", "type": "invalid_request_error", "param": None,
-                  "code": "upstream_error"}, id="fastapi-detail-422"),
-    pytest.param(401, {"error": "invalid token"}, None,
-                 {"message": "invalid token", "type": "authentication_error", "param": None,
-                  "code": "upstream_error"}, id="error-string-401"),
-    pytest.param(500, "Internal Server Error", "text/plain",
-                 {"message": "Internal Server Error", "type": "upstream_error", "param": None,
-                  "code": "upstream_error"}, id="plain-text-500"),
-    pytest.param(503, "", "text/plain",
-                 {"message": "upstream returned HTTP 503", "type": "upstream_error", "param": None,
-                  "code": "upstream_error"}, id="empty-503"),
+    pytest.param(
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for requests",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        None,
+        {
+            "message": "Rate limit reached for requests",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        },
+        id="openai-shaped-429",
+    ),
+    pytest.param(
+        400,
+        {"error": {"message": "tools not supported", "type": "invalid_request_error", "param": "tools", "code": None}},
+        None,
+        {"message": "tools not supported", "type": "invalid_request_error", "param": "tools", "code": None},
+        id="openai-shaped-400",
+    ),  # an OpenAI-shaped error is relayed as it was
+    pytest.param(
+        422,
+        {"detail": "Model is still loading"},
+        None,
+        {"message": "Model is still loading", "type": "invalid_request_error", "param": None, "code": "upstream_error"},
+        id="fastapi-detail-422",
+    ),
+    pytest.param(
+        401,
+        {"error": "invalid token"},
+        None,
+        {"message": "invalid token", "type": "authentication_error", "param": None, "code": "upstream_error"},
+        id="error-string-401",
+    ),
+    pytest.param(
+        500,
+        "Internal Server Error",
+        "text/plain",
+        {"message": "Internal Server Error", "type": "upstream_error", "param": None, "code": "upstream_error"},
+        id="plain-text-500",
+    ),
+    pytest.param(
+        503,
+        "",
+        "text/plain",
+        {"message": "upstream returned HTTP 503", "type": "upstream_error", "param": None, "code": "upstream_error"},
+        id="empty-503",
+    ),
 ]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("status", "body", "content_type", "expected"), UPSTREAM_ERRORS)
-async def test_upstream_http_error_passed_through(start_proxy: Any, fake_upstream: FakeUpstream, stream: bool,
-                                                  status: int, body: Any, content_type: str | None,
-                                                  expected: dict[str, Any]) -> None:
+async def test_upstream_http_error_passed_through(
+    start_proxy: Any,
+    fake_upstream: FakeUpstream,
+    stream: bool,
+    status: int,
+    body: Any,
+    content_type: str | None,
+    expected: dict[str, Any],
+) -> None:
     fake_upstream.script(Reply(status=status, body=body, content_type=content_type))
     proxy = await start_proxy()
     got_status, got = await post(proxy.base_url + "/chat/completions", json={**OK_BODY, "stream": stream})
@@ -263,8 +317,19 @@ async def test_upstream_fastapi_validation_detail_list(start_proxy: Any, fake_up
 
 
 async def test_sdk_sees_upstream_status_as_its_exception(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
-    fake_upstream.script(Reply(status=429, body={"error": {"message": "slow down", "type": "rate_limit_error",
-                                                           "code": "rate_limit_exceeded", "param": None}}))
+    fake_upstream.script(
+        Reply(
+            status=429,
+            body={
+                "error": {
+                    "message": "slow down",
+                    "type": "rate_limit_error",
+                    "code": "rate_limit_exceeded",
+                    "param": None,
+                }
+            },
+        )
+    )
     proxy = await start_proxy()
     async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="x", max_retries=0) as client:
         with pytest.raises(openai.RateLimitError) as info:
@@ -276,8 +341,10 @@ async def test_sdk_sees_upstream_status_as_its_exception(start_proxy: Any, fake_
 # --- the upstream fails in the middle of a stream ---------------------------------------------
 
 
-async def _first_chunk_then(request: web.Request, then: Callable[[web.StreamResponse], Awaitable[None]],
-                            ) -> web.StreamResponse:
+async def _first_chunk_then(
+    request: web.Request,
+    then: Callable[[web.StreamResponse], Awaitable[None]],
+) -> web.StreamResponse:
     await request.read()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
@@ -304,8 +371,9 @@ async def _garbage_then_hang(request: web.Request) -> web.StreamResponse:
 
 
 # a dropped connection is not "unreachable": the upstream was reached, then it went away
-@pytest.mark.parametrize(("handler", "code"), [(_abrupt_close, "upstream_disconnected"),
-                                               (_garbage_then_hang, "upstream_timeout")])
+@pytest.mark.parametrize(
+    ("handler", "code"), [(_abrupt_close, "upstream_disconnected"), (_garbage_then_hang, "upstream_timeout")]
+)
 async def test_mid_stream_failure_ends_with_error_event(start_proxy: Any, handler: Any, code: str) -> None:
     async with custom_upstream(handler) as url:
         proxy = await start_proxy(upstream_extra={"base_url": url, "read_timeout": 0.3})
@@ -386,26 +454,40 @@ async def test_client_disconnect_cancels_non_stream_upstream(start_proxy: Any) -
 
 async def test_odd_payload_mid_stream_is_relayed_not_fatal(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
     """Native mode does not judge payloads: an odd-shaped event is relayed, and the stream goes on."""
-    pieces = [sse(chunk({"role": "assistant", "content": ""})), sse({"choices": 5}),
-              *text_stream(["after"])[1:]]
+    pieces = [sse(chunk({"role": "assistant", "content": ""})), sse({"choices": 5}), *text_stream(["after"])[1:]]
     fake_upstream.script(Reply(pieces=pieces))
     proxy = await start_proxy()
-    async with aiohttp.ClientSession() as session, session.post(
-            proxy.base_url + "/chat/completions", json={**OK_BODY, "stream": True}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json={**OK_BODY, "stream": True}) as resp,
+    ):
         assert (await resp.read()).decode() == "".join(pieces)
 
 
 async def test_unknown_model_404_names_served_models(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
-    proxy = await start_proxy(models=[{"match": "gpt-4o", "upstream": "up"}, {"match": "qwen3", "upstream": "up"},
-                                      {"match": "llama-*", "upstream": "up", "expose": ["llama-3.1-8b"]}])
+    proxy = await start_proxy(
+        models=[
+            {"match": "gpt-4o", "upstream": "up"},
+            {"match": "qwen3", "upstream": "up"},
+            {"match": "llama-*", "upstream": "up", "expose": ["llama-3.1-8b"]},
+        ]
+    )
     status, body = await post(proxy.base_url + "/chat/completions", json={**OK_BODY, "model": "mistral"})
     assert status == 404
     err = assert_error(body, code="model_not_found", type_="invalid_request_error", param="model")
     assert "gpt-4o, qwen3, llama-3.1-8b" in err["message"]
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/chat/completions"), ("GET", "/v1/embeddings"),
-                                              ("POST", "/v1/models"), ("GET", "/admin/reload"), ("GET", "/v1/x")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/chat/completions"),
+        ("GET", "/v1/embeddings"),
+        ("POST", "/v1/models"),
+        ("GET", "/admin/reload"),
+        ("GET", "/v1/x"),
+    ],
+)
 async def test_wrong_method_or_unknown_path_is_404(start_proxy: Any, method: str, path: str) -> None:
     proxy = await start_proxy()
     async with aiohttp.ClientSession() as session, session.request(method, proxy.url + path) as resp:

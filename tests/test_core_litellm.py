@@ -23,8 +23,9 @@ KEY = "sk-litellm-test-key"
 async def litellm_proxy(start_proxy: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("LITELLM_TEST_KEY", KEY)
-    return await start_proxy(models=MODELS, upstream_extra={"provider": "litellm", "api_key_env": "LITELLM_TEST_KEY",
-                                                            "read_timeout": 5})
+    return await start_proxy(
+        models=MODELS, upstream_extra={"provider": "litellm", "api_key_env": "LITELLM_TEST_KEY", "read_timeout": 5}
+    )
 
 
 def client(proxy: Any) -> openai.AsyncOpenAI:
@@ -32,8 +33,9 @@ def client(proxy: Any) -> openai.AsyncOpenAI:
 
 
 async def test_litellm_non_stream(litellm_proxy: Any, fake_upstream: FakeUpstream) -> None:
-    fake_upstream.script(Reply(body=completion("via litellm", usage={"prompt_tokens": 3, "completion_tokens": 2,
-                                                                      "total_tokens": 5})))
+    fake_upstream.script(
+        Reply(body=completion("via litellm", usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}))
+    )
     async with client(litellm_proxy) as c:
         resp = await c.chat.completions.create(model="claude-ish", messages=MESSAGES, temperature=0.1)
     assert resp.choices[0].message.content == "via litellm"
@@ -45,11 +47,13 @@ async def test_litellm_non_stream(litellm_proxy: Any, fake_upstream: FakeUpstrea
 
 
 async def test_litellm_stream(litellm_proxy: Any, fake_upstream: FakeUpstream) -> None:
-    fake_upstream.script(Reply(pieces=text_stream(["Hel", "lo"], usage={"prompt_tokens": 3, "completion_tokens": 2,
-                                                                         "total_tokens": 5})))
+    fake_upstream.script(
+        Reply(pieces=text_stream(["Hel", "lo"], usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}))
+    )
     async with client(litellm_proxy) as c:
-        stream = await c.chat.completions.create(model="claude-ish", messages=MESSAGES, stream=True,
-                                                 stream_options={"include_usage": True})
+        stream = await c.chat.completions.create(
+            model="claude-ish", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
         chunks = [ch async for ch in stream]
     assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "Hello"
     assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["stop"]

@@ -16,14 +16,22 @@ MODELS = [
     {"match": "embed-small", "upstream": "up", "upstream_model": "nomic-embed-text:v1.5"},
     {"match": "llama-*", "upstream": "up", "tool_mode": "react"},
 ]
-EMBEDDING = {"object": "list", "model": "nomic-embed-text:v1.5",
-             "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5, 1.0]}],
-             "usage": {"prompt_tokens": 2, "total_tokens": 2}}
+EMBEDDING = {
+    "object": "list",
+    "model": "nomic-embed-text:v1.5",
+    "data": [{"object": "embedding", "index": 0, "embedding": [0.25, -0.5, 1.0]}],
+    "usage": {"prompt_tokens": 2, "total_tokens": 2},
+}
 
 
 def completion_text(text: str) -> dict[str, Any]:
-    return {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "up",
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "up",
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+    }
 
 
 async def test_models_list_and_get(start_proxy: Any) -> None:
@@ -70,8 +78,7 @@ async def test_embeddings_pass_through_with_model_renamed(start_proxy: Any, fake
         result = await client.embeddings.create(model="embed-small", input="hello", encoding_format="float")
     assert result.data[0].embedding == [0.25, -0.5, 1.0]
     assert fake_upstream.paths == ["/v1/embeddings"]
-    assert fake_upstream.requests == [{"model": "nomic-embed-text:v1.5", "input": "hello",
-                                       "encoding_format": "float"}]
+    assert fake_upstream.requests == [{"model": "nomic-embed-text:v1.5", "input": "hello", "encoding_format": "float"}]
 
 
 async def test_completions_non_stream(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
@@ -89,8 +96,7 @@ async def test_completions_stream_relayed_byte_for_byte(start_proxy: Any, fake_u
     fake_upstream.script(Reply(pieces=pieces, delay=0.01), Reply(pieces=pieces))
     proxy = await start_proxy(models=MODELS)
     body = {"model": "llama-3", "prompt": "Tell", "stream": True}
-    async with aiohttp.ClientSession() as session, \
-            session.post(proxy.base_url + "/completions", json=body) as resp:
+    async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/completions", json=body) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/event-stream")
         assert (await resp.read()).decode() == "".join(pieces)
@@ -104,8 +110,10 @@ async def test_passthrough_relays_upstream_status_and_body(start_proxy: Any, fak
     error = {"error": {"message": "input too long", "type": "invalid_request_error", "param": "input", "code": None}}
     fake_upstream.script(Reply(status=400, body=error))
     proxy = await start_proxy(models=MODELS)
-    async with aiohttp.ClientSession() as session, session.post(
-            proxy.base_url + "/embeddings", json={"model": "embed-small", "input": "x" * 100}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/embeddings", json={"model": "embed-small", "input": "x" * 100}) as resp,
+    ):
         assert resp.status == 400
         assert json.loads(await resp.read()) == error
 
@@ -120,7 +128,8 @@ async def test_passthrough_needs_a_known_model(start_proxy: Any, fake_upstream: 
         async with session.post(proxy.base_url + "/embeddings", json={"model": "mistral", "input": "x"}) as resp:
             assert resp.status == 404
             assert (await resp.json())["error"]["code"] == "model_not_found"
-        async with session.post(proxy.base_url + "/embeddings", data=b"{oops",
-                                headers={"Content-Type": "application/json"}) as resp:
+        async with session.post(
+            proxy.base_url + "/embeddings", data=b"{oops", headers={"Content-Type": "application/json"}
+        ) as resp:
             assert resp.status == 400
     assert fake_upstream.requests == []

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from toolshim.rules import RulesError, describe, load_rules
 
-UPSTREAMS = '{ local: { base_url: "http://127.0.0.1:11434/v1", api_key_env: "LOCAL_KEY" },\n' \
-            '  claude: { provider: "litellm", api_key_env: "ANTHROPIC_API_KEY" } }'
+UPSTREAMS = (
+    '{ local: { base_url: "http://127.0.0.1:11434/v1", api_key_env: "LOCAL_KEY" },\n'
+    '  claude: { provider: "litellm", api_key_env: "ANTHROPIC_API_KEY" } }'
+)
 
 VALID = f"""// the issue's example, comments and trailing commas included
 {{
@@ -54,16 +56,23 @@ def test_glob_is_case_sensitive_and_unmatched_is_none(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["native", "react", "xml", "hermes", "caret", "auto"])
 def test_every_tool_mode_is_accepted(tmp_path: Path, mode: str) -> None:
-    text = json.dumps({"upstreams": {"u": {"base_url": "http://x/v1"}},
-                       "models": [{"match": "*", "upstream": "u", "tool_mode": mode}]})
+    text = json.dumps(
+        {
+            "upstreams": {"u": {"base_url": "http://x/v1"}},
+            "models": [{"match": "*", "upstream": "u", "tool_mode": mode}],
+        }
+    )
     assert load_rules(write(tmp_path / "r.json5", text)).models[0].tool_mode == mode
 
 
 def test_folder_merges_files_in_name_order(tmp_path: Path) -> None:
     write(tmp_path / "10-upstreams.json5", f"{{ upstreams: {UPSTREAMS} }}")
     write(tmp_path / "20-models.json5", '{ models: [{ match: "qwen*", upstream: "local", tool_mode: "hermes" }] }')
-    write(tmp_path / "30-more.json", '{"upstreams": {"vllm": {"base_url": "http://127.0.0.1:8001/v1"}},'
-                                     ' "models": [{"match": "*", "upstream": "vllm"}]}')
+    write(
+        tmp_path / "30-more.json",
+        '{"upstreams": {"vllm": {"base_url": "http://127.0.0.1:8001/v1"}},'
+        ' "models": [{"match": "*", "upstream": "vllm"}]}',
+    )
     write(tmp_path / "notes.txt", "not a rules file")
     rules = load_rules(tmp_path)
     assert set(rules.upstreams) == {"local", "claude", "vllm"}
@@ -80,32 +89,65 @@ def test_shipped_default_rules_are_valid() -> None:
 
 
 BAD = [
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1", api_key: "sk-x"}}, models: [{match: "*", upstream: "u"}]}',
-                 ["upstreams.u.api_key", "Extra inputs are not permitted"], id="unknown-upstream-key"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u", toolmode: "x"}]}',
-                 ["models[0].toolmode", "Extra inputs are not permitted"], id="unknown-model-key"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}], extra: 1}',
-                 ["extra", "Extra inputs are not permitted"], id="unknown-top-level-key"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "a", upstream: "u"},'
-                 ' {match: "*", upstream: "u", tool_mode: "json"}]}',
-                 ["models[1].tool_mode", "'native'", "'hermes'"], id="bad-tool-mode"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "nope"}]}',
-                 ["models[0].upstream", "unknown upstream 'nope'", "known: u"], id="unknown-upstream-reference"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}',
-                 ["not valid JSON5"], id="invalid-json5"),
-    pytest.param('{upstreams: {u: {api_key_env: "K"}}, models: [{match: "*", upstream: "u"}]}',
-                 ["upstreams.u", "base_url is required"], id="missing-base-url"),
-    pytest.param('{upstreams: {u: {base_url: "127.0.0.1:8080"}}, models: [{match: "*", upstream: "u"}]}',
-                 ["upstreams.u", "http://"], id="base-url-without-scheme"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1", read_timeout: 0}}, models: [{match: "*", upstream: "u"}]}',
-                 ["upstreams.u.read_timeout", "greater than 0"], id="bad-timeout"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{upstream: "u"}]}',
-                 ["models[0].match", "Field required"], id="missing-match"),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1", api_key: "sk-x"}}, models: [{match: "*", upstream: "u"}]}',
+        ["upstreams.u.api_key", "Extra inputs are not permitted"],
+        id="unknown-upstream-key",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u", toolmode: "x"}]}',
+        ["models[0].toolmode", "Extra inputs are not permitted"],
+        id="unknown-model-key",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}], extra: 1}',
+        ["extra", "Extra inputs are not permitted"],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "a", upstream: "u"},'
+        ' {match: "*", upstream: "u", tool_mode: "json"}]}',
+        ["models[1].tool_mode", "'native'", "'hermes'"],
+        id="bad-tool-mode",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "nope"}]}',
+        ["models[0].upstream", "unknown upstream 'nope'", "known: u"],
+        id="unknown-upstream-reference",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}',
+        ["not valid JSON5"],
+        id="invalid-json5",
+    ),
+    pytest.param(
+        '{upstreams: {u: {api_key_env: "K"}}, models: [{match: "*", upstream: "u"}]}',
+        ["upstreams.u", "base_url is required"],
+        id="missing-base-url",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "127.0.0.1:8080"}}, models: [{match: "*", upstream: "u"}]}',
+        ["upstreams.u", "http://"],
+        id="base-url-without-scheme",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1", read_timeout: 0}}, models: [{match: "*", upstream: "u"}]}',
+        ["upstreams.u.read_timeout", "greater than 0"],
+        id="bad-timeout",
+    ),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{upstream: "u"}]}',
+        ["models[0].match", "Field required"],
+        id="missing-match",
+    ),
     pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: []}', ["no model rules"], id="no-models"),
-    pytest.param('[1, 2]', ["(top)"], id="not-an-object"),
-    pytest.param('{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u",'
-                 ' tool_error_pattern: "(unclosed"}]}', ["models[0].tool_error_pattern", "regular expression"],
-                 id="bad-regex"),
+    pytest.param("[1, 2]", ["(top)"], id="not-an-object"),
+    pytest.param(
+        '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u",'
+        ' tool_error_pattern: "(unclosed"}]}',
+        ["models[0].tool_error_pattern", "regular expression"],
+        id="bad-regex",
+    ),
 ]
 
 

@@ -20,9 +20,16 @@ from tests.fakes import FakeUpstream, Reply, chunk, completion, sse, text_stream
 USAGE = {"prompt_tokens": 21, "completion_tokens": 5, "total_tokens": 26}
 NATIVE_RENAMED = [{"match": "my-model", "upstream": "up", "tool_mode": "native", "upstream_model": "real/model-7b"}]
 MESSAGES: list[Any] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
-TOOLS: list[Any] = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 CALL = {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
 
 
@@ -65,8 +72,9 @@ async def test_sync_non_stream_tool_calls_passthrough(start_proxy: Any, fake_ups
 
     def call() -> Any:
         with sync_client(proxy.base_url) as client:
-            return client.chat.completions.create(model="my-model", messages=MESSAGES, tools=TOOLS,
-                                                  tool_choice="auto", parallel_tool_calls=False)
+            return client.chat.completions.create(
+                model="my-model", messages=MESSAGES, tools=TOOLS, tool_choice="auto", parallel_tool_calls=False
+            )
 
     resp = await asyncio.to_thread(call)
     message = resp.choices[0].message
@@ -74,23 +82,30 @@ async def test_sync_non_stream_tool_calls_passthrough(start_proxy: Any, fake_ups
     assert message.content is None
     assert [c.model_dump() for c in message.tool_calls or []] == [CALL]
     sent = fake_upstream.requests[0]
-    assert sent == {"model": "real/model-7b", "messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto",
-                    "parallel_tool_calls": False}
+    assert sent == {
+        "model": "real/model-7b",
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+    }
 
 
 async def test_async_stream_content_and_include_usage(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
     fake_upstream.script(Reply(pieces=text_stream(["Hel", "lo", " world"], usage=USAGE)))
     proxy = await start_proxy(models=NATIVE_RENAMED)
     async with async_client(proxy.base_url) as client:
-        stream = await client.chat.completions.create(model="my-model", messages=MESSAGES, stream=True,
-                                                      stream_options={"include_usage": True})
+        stream = await client.chat.completions.create(
+            model="my-model", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
         chunks = [c async for c in stream]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Hello world"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 26
-    assert fake_upstream.requests == [{"model": "real/model-7b", "messages": MESSAGES, "stream": True,
-                                       "stream_options": {"include_usage": True}}]
+    assert fake_upstream.requests == [
+        {"model": "real/model-7b", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    ]
 
 
 async def test_sync_stream_tool_call_deltas(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
@@ -99,8 +114,9 @@ async def test_sync_stream_tool_call_deltas(start_proxy: Any, fake_upstream: Fak
 
     def call() -> list[Any]:
         with sync_client(proxy.base_url) as client:
-            stream = client.chat.completions.create(model="gpt-x", messages=MESSAGES, tools=TOOLS, stream=True,
-                                                    stream_options={"include_usage": True})
+            stream = client.chat.completions.create(
+                model="gpt-x", messages=MESSAGES, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+            )
             return list(stream)
 
     chunks = await asyncio.to_thread(call)
@@ -117,8 +133,10 @@ async def test_stream_bytes_relayed_unchanged(start_proxy: Any, fake_upstream: F
     fake_upstream.script(Reply(pieces=pieces))
     proxy = await start_proxy()
     body = {"model": "gpt-x", "messages": MESSAGES, "tools": TOOLS, "stream": True, "vendor_field": {"x": [1, 2]}}
-    async with aiohttp.ClientSession() as session, \
-            session.post(proxy.base_url + "/chat/completions", json=body) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=body) as resp,
+    ):
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/event-stream")
         received = await resp.read()
@@ -130,15 +148,29 @@ async def test_stream_bytes_relayed_unchanged(start_proxy: Any, fake_upstream: F
 async def test_body_forwarded_exactly_with_only_model_renamed(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
     proxy = await start_proxy(models=NATIVE_RENAMED, upstream_extra={"extra_body_fields": ["top_k"]})
     body: dict[str, Any] = {
-        "model": "my-model", "messages": [*MESSAGES, {"role": "user", "content": "é✓😀\u2028"},
-                                          {"role": "assistant", "content": None, "tool_calls": [CALL]},
-                                          {"role": "tool", "tool_call_id": "call_abc", "content": "22C"}],
-        "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-        "temperature": 0, "top_p": 0.9, "max_tokens": 50, "stop": ["\n\n"], "logit_bias": {"50256": -100},
-        "response_format": {"type": "text"}, "user": "u-1", "n": 1, "top_k": 40,
+        "model": "my-model",
+        "messages": [
+            *MESSAGES,
+            {"role": "user", "content": "é✓😀\u2028"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_abc", "content": "22C"},
+        ],
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "temperature": 0,
+        "top_p": 0.9,
+        "max_tokens": 50,
+        "stop": ["\n\n"],
+        "logit_bias": {"50256": -100},
+        "response_format": {"type": "text"},
+        "user": "u-1",
+        "n": 1,
+        "top_k": 40,
     }
-    async with aiohttp.ClientSession() as session, \
-            session.post(proxy.base_url + "/chat/completions", json=body) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=body) as resp,
+    ):
         assert resp.status == 200
         assert (await resp.json())["choices"][0]["message"]["content"] == "ok"
     assert fake_upstream.requests == [{**body, "model": "real/model-7b"}]
@@ -175,8 +207,12 @@ async def test_large_sse_line_relayed_intact(start_proxy: Any, fake_upstream: Fa
     pieces = [sse(chunk({"role": "assistant", "tool_calls": [first]})), sse(chunk({}, "tool_calls")), sse("[DONE]")]
     fake_upstream.script(Reply(pieces=pieces), Reply(pieces=pieces))
     proxy = await start_proxy()
-    async with aiohttp.ClientSession() as session, session.post(
-            proxy.base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES, "stream": True}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            proxy.base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES, "stream": True}
+        ) as resp,
+    ):
         assert (await resp.read()).decode() == "".join(pieces)
     async with async_client(proxy.base_url) as client:
         stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
@@ -185,14 +221,19 @@ async def test_large_sse_line_relayed_intact(start_proxy: Any, fake_upstream: Fa
     assert call is not None and call[0].function is not None and call[0].function.arguments == big
 
 
-async def test_upstream_ignoring_stream_flag_is_relayed_as_one_event(start_proxy: Any,
-                                                                     fake_upstream: FakeUpstream) -> None:
+async def test_upstream_ignoring_stream_flag_is_relayed_as_one_event(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
     """Some servers answer ``stream: true`` with a plain JSON body; the client still gets a stream."""
     body = completion("whole")
     fake_upstream.script(Reply(body=body))
     proxy = await start_proxy()
-    async with aiohttp.ClientSession() as session, session.post(
-            proxy.base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES, "stream": True}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            proxy.base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES, "stream": True}
+        ) as resp,
+    ):
         assert resp.status == 200
         text = (await resp.read()).decode()
     assert text.endswith("data: [DONE]\n\n")

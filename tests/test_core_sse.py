@@ -44,7 +44,7 @@ CASES: list[tuple[str, str, list[SSEEvent]]] = [
     ("field without colon", "data\n\n", [SSEEvent("")]),
     ("unknown fields ignored", "id: 7\nretry: 10\nfoo: bar\ndata: a\n\n", [SSEEvent("a")]),
     ("blank lines alone dispatch nothing", "\n\n\r\n\r\r", []),
-    ("done", "data: {\"a\":1}\n\ndata: [DONE]\n\n", [SSEEvent('{"a":1}'), SSEEvent(DONE)]),
+    ("done", 'data: {"a":1}\n\ndata: [DONE]\n\n', [SSEEvent('{"a":1}'), SSEEvent(DONE)]),
     ("u2028 is not a line break", f"data: {NOT_BREAKS}\n\n", [SSEEvent(NOT_BREAKS)]),
     ("unterminated event flushed", "data: a\n\ndata: last", [SSEEvent("a"), SSEEvent("last")]),
     ("unterminated after line end", "data: a\ndata: b\n", [SSEEvent("a\nb")]),

@@ -15,8 +15,13 @@ USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def head(index: int, call_id: str, name: str = "get_weather", args: str = "") -> dict[str, Any]:
@@ -28,16 +33,25 @@ def frag(index: int, args: str) -> dict[str, Any]:
 
 
 def two_calls() -> list[dict[str, Any]]:
-    return [chunk({"role": "assistant", "content": ""}), chunk({"content": "Checking."}),
-            chunk({"tool_calls": [head(0, "call_a")]}), chunk({"tool_calls": [frag(0, '{"city":')]}),
-            chunk({"tool_calls": [frag(0, '"Paris"}')]}), chunk({"tool_calls": [head(1, "call_b", args='{}')]}),
-            chunk({}, "tool_calls"), {**chunk({}), "choices": [], "usage": USAGE}]
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Checking."}),
+        chunk({"tool_calls": [head(0, "call_a")]}),
+        chunk({"tool_calls": [frag(0, '{"city":')]}),
+        chunk({"tool_calls": [frag(0, '"Paris"}')]}),
+        chunk({"tool_calls": [head(1, "call_b", args="{}")]}),
+        chunk({}, "tool_calls"),
+        {**chunk({}), "choices": [], "usage": USAGE},
+    ]
 
 
 def legacy_call() -> list[dict[str, Any]]:
-    return [chunk({"role": "assistant", "content": None}),
-            chunk({"function_call": {"name": "get_weather", "arguments": ""}}),
-            chunk({"function_call": {"arguments": '{"city":"Paris"}'}}), chunk({}, "function_call")]
+    return [
+        chunk({"role": "assistant", "content": None}),
+        chunk({"function_call": {"name": "get_weather", "arguments": ""}}),
+        chunk({"function_call": {"arguments": '{"city":"Paris"}'}}),
+        chunk({}, "function_call"),
+    ]
 
 
 def test_good_streams_pass() -> None:
@@ -46,8 +60,10 @@ def test_good_streams_pass() -> None:
     check_deltas([chunk({"role": "assistant", "content": "Hi"}), chunk({}, "stop")])
     cut = [*two_calls()[:4], chunk({}, "length")]  # a call cut at max_tokens: OpenAI ends with "length"
     check_deltas(cut)
-    assert streamed_calls(two_calls()) == [{"id": "call_a", "name": "get_weather", "arguments": '{"city":"Paris"}'},
-                                           {"id": "call_b", "name": "get_weather", "arguments": "{}"}]
+    assert streamed_calls(two_calls()) == [
+        {"id": "call_a", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+        {"id": "call_b", "name": "get_weather", "arguments": "{}"},
+    ]
 
 
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[list[dict[str, Any]]], None]:
@@ -56,6 +72,7 @@ def _set(path: tuple[Any, ...], value: Any) -> Callable[[list[dict[str, Any]]], 
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return change
 
 
@@ -104,8 +121,10 @@ def test_parse_sse() -> None:
 
 
 def completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                                      "finish_reason": finish}]}
+    return {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+    }
 
 
 def test_check_completion() -> None:
@@ -114,11 +133,14 @@ def test_check_completion() -> None:
     check_completion(completion({"content": None, "tool_calls": [call]}, "tool_calls"))
     check_completion(completion({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "function_call"))
     check_completion(completion({"content": "hi"}, "stop"))
-    for bad in (completion({"content": None, "tool_calls": [call]}, "stop"),
-                completion({"content": None, "tool_calls": [call, call]}, "tool_calls"),
-                completion({"content": None, "tool_calls": [{**call, "function": {"name": "f", "arguments": "{"}}]},
-                           "tool_calls"),
-                completion({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "tool_calls"),
-                completion({"content": "hi"}, "tool_calls")):
+    for bad in (
+        completion({"content": None, "tool_calls": [call]}, "stop"),
+        completion({"content": None, "tool_calls": [call, call]}, "tool_calls"),
+        completion(
+            {"content": None, "tool_calls": [{**call, "function": {"name": "f", "arguments": "{"}}]}, "tool_calls"
+        ),
+        completion({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "tool_calls"),
+        completion({"content": "hi"}, "tool_calls"),
+    ):
         with pytest.raises(AssertionError):
             check_completion(bad)

@@ -18,14 +18,19 @@ from tests.fakes import FakeUpstream, Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-BODY = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}],
-        "tools": [OPENAI_TOOLS["get_weather"]]}
+BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "tools": [OPENAI_TOOLS["get_weather"]],
+}
 HERMES = [{"match": "*", "upstream": "up", "tool_mode": "hermes"}]
 
 
 async def post(proxy: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session, \
-            session.post(proxy.base_url + "/chat/completions", json=BODY, headers=headers or {}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=BODY, headers=headers or {}) as resp,
+    ):
         assert resp.status == 200, await resp.text()
         result: dict[str, Any] = await resp.json()
         return result
@@ -35,10 +40,12 @@ def files_under(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("request_id", ["../../escaped", "/tmp/toolshim-escaped-dump", "a/../../../escaped",
-                                        "..\\..\\escaped", "x" * 120])
-async def test_dump_file_names_never_come_from_the_request(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                           tmp_path: Path, request_id: str) -> None:
+@pytest.mark.parametrize(
+    "request_id", ["../../escaped", "/tmp/toolshim-escaped-dump", "a/../../../escaped", "..\\..\\escaped", "x" * 120]
+)
+async def test_dump_file_names_never_come_from_the_request(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, request_id: str
+) -> None:
     dump_dir = tmp_path / "work" / "dumps"
     fake_upstream.script(Reply(pieces=text_stream(["I'll check. ", CALL])))
     before = files_under(tmp_path)
@@ -56,7 +63,8 @@ async def test_dump_file_names_never_come_from_the_request(start_proxy: Any, fak
 
 
 async def test_dump_folder_that_cannot_be_written_does_not_fail_the_request(
-        start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     fake_upstream.script(Reply(pieces=text_stream([CALL])))
@@ -69,7 +77,8 @@ async def test_dump_folder_that_cannot_be_written_does_not_fail_the_request(
 
 @pytest.mark.parametrize("log_content", [True, False])
 async def test_log_content_logs_prompt_and_model_text_only_when_on(
-        start_proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture, log_content: bool) -> None:
+    start_proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture, log_content: bool
+) -> None:
     fake_upstream.script(Reply(pieces=text_stream(["Let me look. ", CALL])))
     proxy = await start_proxy(models=HERMES, log_content=log_content)
     with caplog.at_level(logging.DEBUG, logger="toolshim.emulation"):

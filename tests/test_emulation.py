@@ -65,8 +65,10 @@ async def ask(proxy: Any, stream: bool, **kwargs: Any) -> dict[str, Any]:
 async def raw_stream(proxy: Any, **body: Any) -> list[dict[str, Any]]:
     """One streamed request read raw with aiohttp: its chunks, after ``check_deltas`` and ``[DONE]``."""
     payload = without_none({"model": "m", "messages": USER, "tools": WEATHER, "stream": True, **body})
-    async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/chat/completions",
-                                                                 json=payload) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=payload) as resp,
+    ):
         assert resp.status == 200, await resp.text()
         chunks, done = parse_sse(await resp.text())
     assert done, "the stream did not end with data: [DONE]"
@@ -97,8 +99,9 @@ async def test_stream_deltas_follow_openai_rules(start_proxy, fake_upstream, fmt
     proxy = await start_proxy(models=emulated(fmt))
     fake_upstream.script(Reply(pieces=text_stream(pieces("Checking.\n" + call_text(fmt), 3))))
     chunks = await raw_stream(proxy)
-    assert [(c["name"], json.loads(c["arguments"])) for c in streamed_calls(chunks)] == [("get_weather",
-                                                                                       {"city": "Paris"})]
+    assert [(c["name"], json.loads(c["arguments"])) for c in streamed_calls(chunks)] == [
+        ("get_weather", {"city": "Paris"})
+    ]
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -182,9 +185,17 @@ async def test_history_round_trips_in_the_format(start_proxy, fake_upstream, fmt
     messages = [
         {"role": "system", "content": "You are terse."},
         *USER,
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_abc", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_abc", "content": "21 C, sunny"},
     ]
     result = await ask(proxy, False, messages=messages)
@@ -195,8 +206,10 @@ async def test_history_round_trips_in_the_format(start_proxy, fake_upstream, fmt
     assert sent[0]["content"].startswith("You are terse.") and "get_weather" in sent[0]["content"]
     assistant = next(m for m in sent if m["role"] == "assistant")
     fmt_obj = get_format(fmt)
-    assert fmt_obj.render_calls([ToolCallRecord("call_abc", "get_weather", '{"city":"Paris"}')]).strip() \
+    assert (
+        fmt_obj.render_calls([ToolCallRecord("call_abc", "get_weather", '{"city":"Paris"}')]).strip()
         in assistant["content"]
+    )
     assert fmt_obj.render_result("get_weather", "21 C, sunny").strip() in sent[-1]["content"]
 
 
@@ -216,8 +229,9 @@ async def test_tool_choice_none_sends_no_instructions(start_proxy, fake_upstream
 async def test_required_choice_reasks_once(start_proxy, fake_upstream, fmt: str, choice: Any) -> None:
     proxy = await start_proxy(models=emulated(fmt))
     for stream in (False, True):
-        fake_upstream.script(Reply(pieces=text_stream(["I think it is sunny."])),
-                             Reply(pieces=text_stream(pieces(call_text(fmt)))))
+        fake_upstream.script(
+            Reply(pieces=text_stream(["I think it is sunny."])), Reply(pieces=text_stream(pieces(call_text(fmt))))
+        )
         before = len(fake_upstream.requests)
         result = await ask(proxy, stream, tool_choice=choice)
         message = result["choices"][0]["message"]
@@ -253,9 +267,15 @@ async def test_legacy_functions(start_proxy, fake_upstream, stream: bool) -> Non
     assert choice["message"]["function_call"]["name"] == "get_weather"
     assert json.loads(choice["message"]["function_call"]["arguments"]) == {"city": "Paris"}
     assert "functions" not in fake_upstream.requests[-1]
-    history = [*USER, {"role": "assistant", "content": None, "function_call": {"name": "get_weather",
-                                                                              "arguments": '{"city":"Paris"}'}},
-               {"role": "function", "name": "get_weather", "content": "21 C"}]
+    history = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        },
+        {"role": "function", "name": "get_weather", "content": "21 C"},
+    ]
     fake_upstream.script(Reply(pieces=text_stream(["Thought: done\nFinal Answer: 21 C in Paris."])))
     result = await ask(proxy, stream, tools=None, functions=functions, messages=history)
     assert result["choices"][0]["message"]["content"] == "21 C in Paris."
@@ -268,8 +288,9 @@ async def test_legacy_functions_stream_raw(start_proxy, fake_upstream) -> None:
     """OpenAI streams a legacy call as ``delta.function_call`` fragments, finish_reason ``function_call``."""
     proxy = await start_proxy(models=emulated("hermes", stream_arguments=True))
     args = {"path": "a.py", "content": "print('hello world')\n" * 3}
-    fake_upstream.script(Reply(pieces=text_stream(pieces("Writing it.\n" + call_text("hermes", "write_file", args),
-                                                         4))))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("Writing it.\n" + call_text("hermes", "write_file", args), 4)))
+    )
     chunks = await raw_stream(proxy, tools=None, functions=[OPENAI_TOOLS["write_file"]["function"]])
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert not any(d.get("tool_calls") for d in deltas)
@@ -282,8 +303,10 @@ async def test_legacy_functions_stream_raw(start_proxy, fake_upstream) -> None:
 @pytest.mark.parametrize("fmt", ["hermes", "react"])
 async def test_malformed_block_is_repaired_by_a_reask(start_proxy, fake_upstream, fmt: str) -> None:
     proxy = await start_proxy(models=emulated(fmt))
-    bad = {"hermes": '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>',
-           "react": 'Action: get_weather\nAction Input: {"town": "Paris"}'}[fmt]
+    bad = {
+        "hermes": '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>',
+        "react": 'Action: get_weather\nAction Input: {"town": "Paris"}',
+    }[fmt]
     fake_upstream.script(Reply(pieces=text_stream(pieces(bad))), Reply(pieces=text_stream(pieces(call_text(fmt)))))
     result = await ask(proxy, True)
     message = result["choices"][0]["message"]
@@ -296,8 +319,13 @@ async def test_malformed_block_is_repaired_by_a_reask(start_proxy, fake_upstream
 
 async def test_unfixable_block_never_reaches_the_client(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=0))
-    fake_upstream.script(Reply(pieces=text_stream(["Sure. ", '<tool_call>{"name": "get_weather", "arguments": ',
-                                                   '{"town": 5}}</tool_call>'])))
+    fake_upstream.script(
+        Reply(
+            pieces=text_stream(
+                ["Sure. ", '<tool_call>{"name": "get_weather", "arguments": ', '{"town": 5}}</tool_call>']
+            )
+        )
+    )
     result = await ask(proxy, False)
     message = result["choices"][0]["message"]
     assert not message.get("tool_calls")
@@ -311,8 +339,11 @@ async def test_stream_arguments_streams_fragments(start_proxy, fake_upstream, fm
     args = {"path": "a.py", "content": "print('hello world')\n" * 5}
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text(fmt, "write_file", args), 4))))
     chunks = await raw_stream(proxy, tools=[OPENAI_TOOLS["write_file"]])
-    fragments = [c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments")
-                 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
+    fragments = [
+        c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments")
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
     assert len([f for f in fragments if f]) > 3, "arguments were not streamed in pieces"
     assert json.loads("".join(f or "" for f in fragments)) == args
 
@@ -335,10 +366,13 @@ async def test_stream_arguments_with_several_calls(start_proxy, fake_upstream, f
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_auto_mode_falls_back_and_remembers(start_proxy, fake_upstream, stream: bool) -> None:
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto",
-                                       "fallback_format": "react"}])
-    rejection = Reply(status=400, body={"error": {"message": "registry.ollama.ai/library/gemma does not support tools",
-                                                  "type": "api_error"}})
+    proxy = await start_proxy(
+        models=[{"match": "*", "upstream": "up", "tool_mode": "auto", "fallback_format": "react"}]
+    )
+    rejection = Reply(
+        status=400,
+        body={"error": {"message": "registry.ollama.ai/library/gemma does not support tools", "type": "api_error"}},
+    )
     fake_upstream.script(rejection, Reply(pieces=text_stream(pieces(call_text("react")))))
     result = await ask(proxy, stream)
     assert result["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
@@ -407,12 +441,18 @@ async def test_requests_without_tools_pass_through(start_proxy, fake_upstream) -
 async def test_tool_result_then_new_user_turn_is_one_user_message(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes"))
     fake_upstream.script(Reply(pieces=text_stream(["Berlin is cloudy."])))
-    messages = [*USER,
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function",
-                     "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "21 C"},
-                {"role": "user", "content": "And Berlin?"}]
+    messages = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "21 C"},
+        {"role": "user", "content": "And Berlin?"},
+    ]
     await ask(proxy, False, messages=messages)
     sent = fake_upstream.requests[-1]["messages"]
     roles = [m["role"] for m in sent]
@@ -429,14 +469,16 @@ async def test_parallel_calls_drop_stops_that_end_a_block(start_proxy, fake_upst
     two = "\n".join(call_text(fmt, args={"city": c}) for c in ("A", "B"))
     assert not any(stop in two for stop in sent_stops), sent_stops
     await ask(proxy, False, parallel_tool_calls=False)
-    assert fake_upstream.requests[-1].get("stop", [])[: len(get_format(fmt).stop_sequences())] == \
-        list(get_format(fmt).stop_sequences())
+    assert fake_upstream.requests[-1].get("stop", [])[: len(get_format(fmt).stop_sequences())] == list(
+        get_format(fmt).stop_sequences()
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 @pytest.mark.parametrize("stream", [False, True])
-async def test_call_written_despite_tool_choice_none_stays_out(start_proxy, fake_upstream, fmt: str,
-                                                               stream: bool) -> None:
+async def test_call_written_despite_tool_choice_none_stays_out(
+    start_proxy, fake_upstream, fmt: str, stream: bool
+) -> None:
     proxy = await start_proxy(models=emulated(fmt))
     fake_upstream.script(Reply(pieces=text_stream(pieces("It is sunny.\n" + call_text(fmt)))))
     result = await ask(proxy, stream, tool_choice="none")
@@ -448,8 +490,9 @@ async def test_call_written_despite_tool_choice_none_stays_out(start_proxy, fake
 async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'
-    fake_upstream.script(Reply(pieces=text_stream([bad])),
-                         Reply(pieces=text_stream([bad, "\nSorry, I cannot look that up."])))
+    fake_upstream.script(
+        Reply(pieces=text_stream([bad])), Reply(pieces=text_stream([bad, "\nSorry, I cannot look that up."]))
+    )
     result = await ask(proxy, False)
     assert len(fake_upstream.requests) == 2
     assert result["choices"][0]["message"]["content"].strip() == "Sorry, I cannot look that up."

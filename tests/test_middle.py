@@ -36,11 +36,24 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 BODIES: list[dict[str, Any]] = [
     {"model": "m", "messages": MESSAGES},
-    {"model": "m", "messages": MESSAGES, "tools": [TOOL], "tool_choice": "required", "parallel_tool_calls": False,
-     "temperature": 0.2, "stream": True, "stream_options": {"include_usage": True}},
+    {
+        "model": "m",
+        "messages": MESSAGES,
+        "tools": [TOOL],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "temperature": 0.2,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    },
     {"model": "m", "messages": MESSAGES, "functions": [TOOL["function"]], "function_call": {"name": "get_weather"}},
-    {"model": "m", "messages": MESSAGES, "tools": [TOOL], "tool_choice": {"type": "allowed_tools", "mode": "auto"},
-     "vendor": {"kept": [1]}},
+    {
+        "model": "m",
+        "messages": MESSAGES,
+        "tools": [TOOL],
+        "tool_choice": {"type": "allowed_tools", "mode": "auto"},
+        "vendor": {"kept": [1]},
+    },
 ]
 
 
@@ -71,9 +84,15 @@ def test_turn_changes_keep_the_dialect() -> None:
 
 
 def test_history_with_calls_needs_tools() -> None:
-    history = [*MESSAGES, {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    history = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+    ]
     assert ChatTurn.from_body({"model": "m", "messages": history}).uses_tools
 
 
@@ -92,11 +111,15 @@ def test_invalid_body_names_the_field() -> None:
 
 # ---- the decoder -----------------------------------------------------------------------------
 
+
 def test_decode_reads_text_reasoning_finish_and_usage() -> None:
-    chunk = {"choices": [{"delta": {"content": "a", "reasoning": "r"}, "finish_reason": "stop"}],
-             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5, "cached": "x"}}
-    assert decode(chunk) == Delta("a", "r", False, "stop", {"prompt_tokens": 3, "completion_tokens": 2,
-                                                               "total_tokens": 5})
+    chunk = {
+        "choices": [{"delta": {"content": "a", "reasoning": "r"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5, "cached": "x"},
+    }
+    assert decode(chunk) == Delta(
+        "a", "r", False, "stop", {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    )
     assert decode({"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]}).has_output
     assert decode({"choices": 5}) == Delta() and decode({"choices": [{"delta": "odd"}]}) == Delta()
     assert decode({"choices": [{"message": {"content": "whole"}, "finish_reason": "length"}]}).content == "whole"
@@ -120,6 +143,7 @@ def test_dict_payloads_are_not_reparsed() -> None:
 
 
 # ---- the builder -----------------------------------------------------------------------------
+
 
 class ListRenderer:
     """A second front end: items are plain tuples."""
@@ -154,13 +178,26 @@ def ids() -> Any:
 def test_builder_with_a_second_renderer_and_fixed_ids() -> None:
     builder = ResponseBuilder(ListRenderer(), call_ids=ids())
     attempt = Attempt()
-    items = builder.start() + builder.feed([Text("Let me check."), Reasoning("hmm"),
-                                           ToolCallEnd(0, "get_weather", '{"city":"Paris"}', ("json5",)),
-                                           SecondToolStarted(1)], attempt)
+    items = builder.start() + builder.feed(
+        [
+            Text("Let me check."),
+            Reasoning("hmm"),
+            ToolCallEnd(0, "get_weather", '{"city":"Paris"}', ("json5",)),
+            SecondToolStarted(1),
+        ],
+        attempt,
+    )
     builder.add_usage({"prompt_tokens": 4, "completion_tokens": 3})
     items += builder.finish(attempt, include_usage=True)
-    assert items == [("role",), ("text", "Let me check."), ("think", "hmm"), ("call", "0", "call_1", "get_weather"),
-                     ("args", "0", '{"city":"Paris"}'), ("finish", "tool_calls"), ("usage", "7")]
+    assert items == [
+        ("role",),
+        ("text", "Let me check."),
+        ("think", "hmm"),
+        ("call", "0", "call_1", "get_weather"),
+        ("args", "0", '{"city":"Paris"}'),
+        ("finish", "tool_calls"),
+        ("usage", "7"),
+    ]
     assert attempt.cut and attempt.calls == 1
     assert builder.tally.calls == 1 and builder.tally.parse_outcomes == ["repaired"]
     assert builder.tally.repairs == ["json5"] and builder.produced_output
@@ -169,10 +206,24 @@ def test_builder_with_a_second_renderer_and_fixed_ids() -> None:
 def test_streamed_arguments_only_append_and_complete_to_the_repaired_text() -> None:
     builder = ResponseBuilder(ListRenderer(), stream_arguments=True, call_ids=ids())
     attempt = Attempt()
-    items = builder.feed([ToolCallStart(0, "f"), ToolCallArgs(0, '{"a": 1'), ToolCallEnd(0, "f", '{"a": 1}'),
-                          ToolCallStart(1, "g"), ToolCallArgs(1, "{'b'"), Malformed("x", "bad", index=1)], attempt)
-    assert items == [("call", "0", "call_1", "f"), ("args", "0", '{"a": 1'), ("args", "0", "}"),
-                     ("call", "1", "call_2", "g"), ("args", "1", "{'b'")]
+    items = builder.feed(
+        [
+            ToolCallStart(0, "f"),
+            ToolCallArgs(0, '{"a": 1'),
+            ToolCallEnd(0, "f", '{"a": 1}'),
+            ToolCallStart(1, "g"),
+            ToolCallArgs(1, "{'b'"),
+            Malformed("x", "bad", index=1),
+        ],
+        attempt,
+    )
+    assert items == [
+        ("call", "0", "call_1", "f"),
+        ("args", "0", '{"a": 1'),
+        ("args", "0", "}"),
+        ("call", "1", "call_2", "g"),
+        ("args", "1", "{'b'"),
+    ]
     assert attempt.abandoned_call and builder.tally.parse_outcomes == ["clean", "malformed"]
 
 

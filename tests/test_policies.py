@@ -52,8 +52,14 @@ ERROR_PATTERN = ModelRule(match="x", upstream="u").tool_error_pattern
 
 def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
     properties = {key: {"type": "string", "description": desc} for key, desc in params.items()}
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": list(params)}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": list(params)},
+        },
+    }
 
 
 TOOLS = [
@@ -65,18 +71,26 @@ TOOLS = [
     _tool("git_diff", "Show the uncommitted changes."),
 ]
 DESCRIPTIONS = [t["function"]["description"] for t in TOOLS]  # appear only in tool instructions
-DATES_PY = "\n".join(["from datetime import date", "", "def parse_dates(text: str) -> list[date]:",
-                      "    day, month, year = text.split('/')", "    return [date(int(year), int(month), int(day))]"])
-PYTEST_FAIL = ("F............\nFAILED tests/test_dates.py::test_parse_dates - ValueError: not enough values to "
-               "unpack\n1 failed, 12 passed in 0.21s")
+DATES_PY = "\n".join(
+    [
+        "from datetime import date",
+        "",
+        "def parse_dates(text: str) -> list[date]:",
+        "    day, month, year = text.split('/')",
+        "    return [date(int(year), int(month), int(day))]",
+    ]
+)
+PYTEST_FAIL = (
+    "F............\nFAILED tests/test_dates.py::test_parse_dates - ValueError: not enough values to "
+    "unpack\n1 failed, 12 passed in 0.21s"
+)
 
 
 class History:
     """An OpenAI-format agent conversation, built turn by turn."""
 
     def __init__(self, task: str = TASK) -> None:
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
-                                               {"role": "user", "content": task}]
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
         self._ids = 0
 
     def call(self, name: str, args: dict[str, Any] | str, result: str, text: str | None = None) -> History:
@@ -102,10 +116,12 @@ class History:
 
 def exploring(turns: int = 4) -> History:
     """Up to four different tool-only turns, as an agent explores before answering."""
-    steps = [("list_dir", {"path": "src"}, "__init__.py\ndates.py\nparser.py"),
-             ("search_code", {"query": "def parse_dates"}, "src/dates.py:3: def parse_dates(text: str)"),
-             ("read_file", {"path": "src/dates.py"}, DATES_PY),
-             ("run_tests", {"target": "tests/test_dates.py"}, PYTEST_FAIL)]
+    steps = [
+        ("list_dir", {"path": "src"}, "__init__.py\ndates.py\nparser.py"),
+        ("search_code", {"query": "def parse_dates"}, "src/dates.py:3: def parse_dates(text: str)"),
+        ("read_file", {"path": "src/dates.py"}, DATES_PY),
+        ("run_tests", {"target": "tests/test_dates.py"}, PYTEST_FAIL),
+    ]
     history = History()
     for step in steps[:turns]:
         history.call(*step)
@@ -155,8 +171,11 @@ def call_reply(mode: str, name: str, args: dict[str, Any]) -> Reply:
 def actions(proxy: Any) -> dict[str, float]:
     """Every ``toolshim_policy_actions_total`` sample of the rule, by policy."""
     samples = proxy.metrics.policy_actions.collect()[0].samples
-    return {s.labels["policy"]: s.value for s in samples
-            if s.name == "toolshim_policy_actions_total" and s.labels["model"] == MATCH}
+    return {
+        s.labels["policy"]: s.value
+        for s in samples
+        if s.name == "toolshim_policy_actions_total" and s.labels["model"] == MATCH
+    }
 
 
 def assert_answer(result: dict[str, Any], text: str = ANSWER) -> None:
@@ -223,13 +242,25 @@ async def test_tool_turns_below_the_limit_keep_the_tools(start_proxy, fake_upstr
     assert actions(proxy) == {}
 
 
-@pytest.mark.parametrize("history", [
-    pytest.param(exploring(4).say("assistant", ANSWER).say("user", "Now fix it.")
-                 .call("write_file", {"path": "src/dates.py", "content": "..."}, "ok"), id="new-user-message"),
-    # As the issue words it: only turns that were *only* tool calls count, so a narrated turn ends the streak.
-    pytest.param(exploring(2).call("read_file", {"path": "src/dates.py"}, DATES_PY, text="Let me read the code.")
-                 .call("run_tests", {"target": "tests"}, PYTEST_FAIL), id="turn-with-text"),
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param(
+            exploring(4)
+            .say("assistant", ANSWER)
+            .say("user", "Now fix it.")
+            .call("write_file", {"path": "src/dates.py", "content": "..."}, "ok"),
+            id="new-user-message",
+        ),
+        # As the issue words it: only turns that were *only* tool calls count, so a narrated turn ends the streak.
+        pytest.param(
+            exploring(2)
+            .call("read_file", {"path": "src/dates.py"}, DATES_PY, text="Let me read the code.")
+            .call("run_tests", {"target": "tests"}, PYTEST_FAIL),
+            id="turn-with-text",
+        ),
+    ],
+)
 async def test_tool_turn_streak_restarts(start_proxy, fake_upstream, history: History) -> None:
     proxy = await start_proxy(models=rules(max_consecutive_tool_turns=3))
     fake_upstream.script(text_reply("native", False))
@@ -280,13 +311,26 @@ async def test_repeated_call_asks_for_an_answer(start_proxy, fake_upstream, mode
     assert actions(proxy) == {"max_repeated_calls": 1}
 
 
-@pytest.mark.parametrize("history", [
-    pytest.param(rereading(2), id="twice"),
-    pytest.param(History().call("read_file", {"path": "a.py"}, "a").call("read_file", {"path": "b.py"}, "b")
-                 .call("read_file", {"path": "c.py"}, "c"), id="other-arguments"),
-    pytest.param(rereading(2).say("assistant", "The file has not changed.").say("user", "Read it once more.")
-                 .call("read_file", {"path": "src/dates.py"}, DATES_PY), id="user-asked-again"),
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param(rereading(2), id="twice"),
+        pytest.param(
+            History()
+            .call("read_file", {"path": "a.py"}, "a")
+            .call("read_file", {"path": "b.py"}, "b")
+            .call("read_file", {"path": "c.py"}, "c"),
+            id="other-arguments",
+        ),
+        pytest.param(
+            rereading(2)
+            .say("assistant", "The file has not changed.")
+            .say("user", "Read it once more.")
+            .call("read_file", {"path": "src/dates.py"}, DATES_PY),
+            id="user-asked-again",
+        ),
+    ],
+)
 async def test_calls_that_are_not_a_loop_keep_the_tools(start_proxy, fake_upstream, history: History) -> None:
     proxy = await start_proxy(models=rules())
     fake_upstream.script(call_reply("native", "run_tests", {"target": "tests"}))
@@ -297,8 +341,9 @@ async def test_calls_that_are_not_a_loop_keep_the_tools(start_proxy, fake_upstre
 
 
 async def test_repeated_call_limit_is_configurable(start_proxy, fake_upstream) -> None:
-    proxy = await start_proxy(models=[*rules(max_repeated_calls=None), {**rules(max_repeated_calls=2)[0],
-                                                                         "match": "strict-*"}])
+    proxy = await start_proxy(
+        models=[*rules(max_repeated_calls=None), {**rules(max_repeated_calls=2)[0], "match": "strict-*"}]
+    )
     fake_upstream.script(text_reply("native", False))
     await ask(proxy, rereading(3).messages)
     assert_offered(fake_upstream.requests[-1], "native")
@@ -314,10 +359,15 @@ async def test_repeated_call_limit_is_configurable(start_proxy, fake_upstream) -
 def failing(errors: int = 3) -> History:
     """The test runner is missing and a config file too: each call errors."""
     history = exploring(2)
-    steps = [("run_tests", {"target": "tests"}, "Error: pytest: command not found"),
-             ("read_file", {"path": "setup.cfg"}, "Traceback (most recent call last):\n  File \"tools.py\", "
-                                                  "line 8, in read_file\nFileNotFoundError: setup.cfg"),
-             ("run_tests", {"target": "tests/test_dates.py"}, "error: exit status 127")]
+    steps = [
+        ("run_tests", {"target": "tests"}, "Error: pytest: command not found"),
+        (
+            "read_file",
+            {"path": "setup.cfg"},
+            'Traceback (most recent call last):\n  File "tools.py", line 8, in read_file\nFileNotFoundError: setup.cfg',
+        ),
+        ("run_tests", {"target": "tests/test_dates.py"}, "error: exit status 127"),
+    ]
     for step in steps[:errors]:
         history.call(*step)
     return history
@@ -335,12 +385,20 @@ async def test_tool_errors_ask_to_report_the_problem(start_proxy, fake_upstream,
     assert actions(proxy) == {"max_consecutive_tool_errors": 1}
 
 
-@pytest.mark.parametrize("history", [
-    pytest.param(failing(2), id="two-errors"),
-    pytest.param(failing(3).call("list_dir", {"path": "."}, "setup.py\nsrc\ntests"), id="then-a-success"),
-    pytest.param(failing(3).say("assistant", "pytest is missing.").say("user", "I installed it, go on.")
-                 .call("run_tests", {"target": "tests"}, "Error: tests/conftest.py: syntax error"), id="user-reset"),
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param(failing(2), id="two-errors"),
+        pytest.param(failing(3).call("list_dir", {"path": "."}, "setup.py\nsrc\ntests"), id="then-a-success"),
+        pytest.param(
+            failing(3)
+            .say("assistant", "pytest is missing.")
+            .say("user", "I installed it, go on.")
+            .call("run_tests", {"target": "tests"}, "Error: tests/conftest.py: syntax error"),
+            id="user-reset",
+        ),
+    ],
+)
 async def test_errors_below_the_limit_keep_the_tools(start_proxy, fake_upstream, history: History) -> None:
     proxy = await start_proxy(models=rules())
     fake_upstream.script(call_reply("native", "list_dir", {"path": "tests"}))
@@ -351,8 +409,7 @@ async def test_errors_below_the_limit_keep_the_tools(start_proxy, fake_upstream,
 
 
 async def test_error_pattern_and_limit_are_configurable(start_proxy, fake_upstream) -> None:
-    custom = {**rules(max_consecutive_tool_errors=2, tool_error_pattern=r'"status":\s*"failed"')[0],
-              "match": "json-*"}
+    custom = {**rules(max_consecutive_tool_errors=2, tool_error_pattern=r'"status":\s*"failed"')[0], "match": "json-*"}
     proxy = await start_proxy(models=[*rules(max_consecutive_tool_errors=None), custom])
     fake_upstream.script(text_reply("native", False))
     await ask(proxy, failing(3).messages)  # the guard is off for this rule
@@ -380,8 +437,13 @@ async def test_budget_keeps_priority_then_recent_then_request_order(start_proxy,
     result = await ask(proxy, history.messages)
     # run_tests (priority), read_file, list_dir, git_diff (recent use), search_code (request order); sent in
     # the client's order. write_file, unused and last in the request, is the one left out.
-    assert names(fake_upstream.requests[-1]["tools"]) == ["read_file", "search_code", "run_tests", "list_dir",
-                                                          "git_diff"]
+    assert names(fake_upstream.requests[-1]["tools"]) == [
+        "read_file",
+        "search_code",
+        "run_tests",
+        "list_dir",
+        "git_diff",
+    ]
     assert_call(result, "run_tests", {"target": "tests"})
     assert actions(proxy) == {"max_tools": 1}
 
@@ -420,8 +482,10 @@ async def test_budget_not_reached_leaves_the_tools(start_proxy, fake_upstream) -
 
 async def test_emulated_call_to_a_withdrawn_tool_is_an_unknown_tool(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=rules("hermes", max_tools=2, tool_priority=["read_file", "run_tests"]))
-    fake_upstream.script(call_reply("hermes", "write_file", {"path": "src/dates.py", "content": "x"}),
-                         call_reply("hermes", "run_tests", {"target": "tests"}))
+    fake_upstream.script(
+        call_reply("hermes", "write_file", {"path": "src/dates.py", "content": "x"}),
+        call_reply("hermes", "run_tests", {"target": "tests"}),
+    )
     result = await ask(proxy, exploring(2).messages, stream=True)
     first, reask = fake_upstream.requests
     system = first["messages"][0]["content"]
@@ -436,9 +500,16 @@ async def test_emulated_call_to_a_withdrawn_tool_is_an_unknown_tool(start_proxy,
 
 async def test_withdrawn_tool_never_reaches_the_client(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=rules("hermes", max_tools=1, max_repair_retries=0))
-    fake_upstream.script(Reply(pieces=text_stream(pieces(
-        'I will write it.\n<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "b"}}'
-        '</tool_call>'))))
+    fake_upstream.script(
+        Reply(
+            pieces=text_stream(
+                pieces(
+                    'I will write it.\n<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "b"}}'
+                    "</tool_call>"
+                )
+            )
+        )
+    )
     result = await ask(proxy, History().messages)
     message = result["choices"][0]["message"]
     assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
@@ -500,8 +571,12 @@ async def test_total_limit_shares_the_latest_turn_fairly(start_proxy, fake_upstr
     proxy = await start_proxy(models=rules(max_total_tool_output_chars=4000))
     old, big_file, big_log = listing("old.py", 200), listing("src/parser.py", 150), listing("pytest", 200)
     history = History().call("read_file", {"path": "old.py"}, old)
-    history.parallel(("list_dir", {"path": "src"}, "x" * 150), ("search_code", {"query": "date"}, "y" * 400),
-                     ("read_file", {"path": "src/parser.py"}, big_file), ("run_tests", {"target": "tests"}, big_log))
+    history.parallel(
+        ("list_dir", {"path": "src"}, "x" * 150),
+        ("search_code", {"query": "date"}, "y" * 400),
+        ("read_file", {"path": "src/parser.py"}, big_file),
+        ("run_tests", {"target": "tests"}, big_log),
+    )
     fake_upstream.script(text_reply("native", False))
     result = await ask(proxy, history.messages)
     sent = tool_results(fake_upstream.requests[-1])
@@ -518,11 +593,16 @@ async def test_total_limit_shares_the_latest_turn_fairly(start_proxy, fake_upstr
 
 
 async def test_per_tool_limits_by_name(start_proxy, fake_upstream) -> None:
-    proxy = await start_proxy(models=rules(max_tool_output_chars=1000,
-                                           tool_output_limits={"run_tests": 3000, "read_file": 400}))
+    proxy = await start_proxy(
+        models=rules(max_tool_output_chars=1000, tool_output_limits={"run_tests": 3000, "read_file": 400})
+    )
     log, source, hits = listing("pytest", 100), listing("src/dates.py", 40), listing("grep", 30)
-    history = History().parallel(("run_tests", {"target": "tests"}, log), ("read_file", {"path": "a"}, source),
-                                 ("search_code", {"query": "date"}, hits), ("list_dir", {"path": "."}, "a\nb"))
+    history = History().parallel(
+        ("run_tests", {"target": "tests"}, log),
+        ("read_file", {"path": "a"}, source),
+        ("search_code", {"query": "date"}, hits),
+        ("list_dir", {"path": "."}, "a\nb"),
+    )
     fake_upstream.script(text_reply("native", False))
     await ask(proxy, history.messages)
     sent = tool_results(fake_upstream.requests[-1])
@@ -533,12 +613,17 @@ async def test_per_tool_limits_by_name(start_proxy, fake_upstream) -> None:
     assert sent["call_004"] == "a\nb"
 
 
-@pytest.mark.parametrize("options", [{}, {"max_tool_output_chars": 5000, "max_total_tool_output_chars": 9000}],
-                         ids=["off-by-default", "under-the-limits"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"max_tool_output_chars": 5000, "max_total_tool_output_chars": 9000}],
+    ids=["off-by-default", "under-the-limits"],
+)
 async def test_outputs_within_limits_are_untouched(start_proxy, fake_upstream, options: dict[str, Any]) -> None:
     proxy = await start_proxy(models=rules(**options))
-    history = History().parallel(("read_file", {"path": "a"}, listing("a", 50 if options else 2000)),
-                                 ("read_file", {"path": "b"}, listing("b", 50 if options else 2000)))
+    history = History().parallel(
+        ("read_file", {"path": "a"}, listing("a", 50 if options else 2000)),
+        ("read_file", {"path": "b"}, listing("b", 50 if options else 2000)),
+    )
     fake_upstream.script(text_reply("native", False))
     await ask(proxy, history.messages)
     assert fake_upstream.requests[-1]["messages"] == history.messages
@@ -547,8 +632,10 @@ async def test_outputs_within_limits_are_untouched(start_proxy, fake_upstream, o
 
 # ---- retry without tools --------------------------------------------------------------------------
 
-NO_TOOLS = Reply(status=400, body={"error": {"message": "registry.ollama.ai/library/gemma3:4b does not support tools",
-                                             "type": "api_error"}})
+NO_TOOLS = Reply(
+    status=400,
+    body={"error": {"message": "registry.ollama.ai/library/gemma3:4b does not support tools", "type": "api_error"}},
+)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -565,11 +652,20 @@ async def test_retry_without_tools_gets_an_answer(start_proxy, fake_upstream, st
     assert actions(proxy) == {"retry_without_tools": 1}
 
 
-@pytest.mark.parametrize("options, error", [
-    ({}, NO_TOOLS),
-    ({"retry_without_tools": True}, Reply(status=400, body={"error": {"message": "max_tokens must be at most 4096",
-                                                                      "type": "invalid_request_error"}})),
-], ids=["option-off", "not-about-tools"])
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({}, NO_TOOLS),
+        (
+            {"retry_without_tools": True},
+            Reply(
+                status=400,
+                body={"error": {"message": "max_tokens must be at most 4096", "type": "invalid_request_error"}},
+            ),
+        ),
+    ],
+    ids=["option-off", "not-about-tools"],
+)
 async def test_other_failures_pass_through(start_proxy, fake_upstream, options: dict[str, Any], error: Reply) -> None:
     proxy = await start_proxy(models=rules(**options))
     fake_upstream.script(error, text_reply("native", False))
@@ -604,8 +700,7 @@ def stall_after(fake: FakeUpstream, sent: int, seconds: float) -> None:
     fake._stream = stream  # type: ignore[method-assign]  # an instance attribute: handle() looks it up
 
 
-@pytest.mark.parametrize("mode, stream", [("native", False), ("native", True), ("hermes", False),
-                                          ("hermes", True)])
+@pytest.mark.parametrize("mode, stream", [("native", False), ("native", True), ("hermes", False), ("hermes", True)])
 async def test_deadline_before_the_first_byte_is_a_504(start_proxy, fake_upstream, mode: str, stream: bool) -> None:
     proxy = await start_proxy(models=rules(mode, max_request_seconds=0.3))
     fake_upstream.script(Reply(hang=5, body=completion(ANSWER)))
@@ -629,16 +724,19 @@ async def test_deadline_covers_the_reasks(start_proxy, fake_upstream) -> None:
     assert len(fake_upstream.requests) == 2, "the re-ask was sent and counted against the deadline"
 
 
-async def stalled_stream(proxy: Any, fake: FakeUpstream, pieces: list[str] | None = None,
-                         sent: int = 3) -> tuple[list[dict[str, Any]], bool, float]:
+async def stalled_stream(
+    proxy: Any, fake: FakeUpstream, pieces: list[str] | None = None, sent: int = 3
+) -> tuple[list[dict[str, Any]], bool, float]:
     """A stream whose upstream sends the role chunk and ``sent - 1`` content pieces, then goes silent;
     read raw and put through ``check_deltas``."""
     stall_after(fake, sent, 10)
     fake.script(Reply(pieces=text_stream(pieces or ["The failing test ", "is test_parse_dates", " because"])))
     payload = {"model": MODEL, "messages": exploring(2).messages, "tools": TOOLS, "stream": True}
     started = time.monotonic()
-    async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/chat/completions",
-                                                                 json=payload) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=payload) as resp,
+    ):
         assert resp.status == 200
         chunks, done = parse_sse(await resp.text())
     check_deltas(chunks)
@@ -676,8 +774,9 @@ async def test_the_deadline_in_the_middle_of_a_streamed_call(start_proxy, fake_u
     call index, no new one, and ``finish_reason`` ``length``."""
     proxy = await start_proxy(models=rules(mode, stream_arguments=True, max_request_seconds=0.4))
     args = {"path": "src/dates.py", "content": DATES_PY}
-    text = "I will fix it.\n" + get_format(mode).render_calls([ToolCallRecord("call_1", "write_file",
-                                                                                 json.dumps(args))])
+    text = "I will fix it.\n" + get_format(mode).render_calls(
+        [ToolCallRecord("call_1", "write_file", json.dumps(args))]
+    )
     chunks, done, _ = await stalled_stream(proxy, fake_upstream, pieces(text, 5), sent=len(text) // 10)
     assert done and chunks[-1]["choices"][0]["finish_reason"] == "length"
     [call] = streamed_calls(chunks)
@@ -743,9 +842,11 @@ def test_fair_shares_are_max_min_fair(lengths: list[int], budget: int) -> None:
 
 
 def test_limit_tool_outputs_uses_legacy_names_and_content_parts() -> None:
-    messages = [{"role": "user", "content": "go"},
-                {"role": "assistant", "content": None, "function_call": {"name": "run_tests", "arguments": "{}"}},
-                {"role": "function", "name": "run_tests", "content": [{"type": "text", "text": listing("t", 40)}]}]
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "function_call": {"name": "run_tests", "arguments": "{}"}},
+        {"role": "function", "name": "run_tests", "content": [{"type": "text", "text": listing("t", 40)}]},
+    ]
     out = limit_tool_outputs(messages, rule(tool_output_limits={"run_tests": 300}))
     assert out is not None and messages[2]["content"][0]["type"] == "text", "the input is not mutated"
     check_shortened(out[2]["content"], listing("t", 40), 300)
@@ -768,9 +869,11 @@ def test_trailing_tool_turns() -> None:
     assert trailing_tool_turns(exploring(2).call("git_diff", {}, "", text="Checking the diff.").messages) == 0
     assert trailing_tool_turns(exploring(4).say("user", "go on").messages) == 0
     assert trailing_tool_turns(History().parallel(("a", {}, "1"), ("b", {}, "2")).messages) == 1
-    legacy = [{"role": "user", "content": "go"},
-              {"role": "assistant", "content": "", "function_call": {"name": "a", "arguments": "{}"}},
-              {"role": "function", "name": "a", "content": "1"}]
+    legacy = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "function_call": {"name": "a", "arguments": "{}"}},
+        {"role": "function", "name": "a", "content": "1"},
+    ]
     assert trailing_tool_turns(legacy) == 1
 
 
@@ -821,14 +924,17 @@ def test_legacy_functions_are_withdrawn_and_budgeted() -> None:
     functions = [t["function"] for t in TOOLS]
     messages = [{"role": "user", "content": "go"}]
     for _ in range(3):
-        messages += [{"role": "assistant", "content": None, "function_call": {"name": "git_diff", "arguments": "{}"}},
-                     {"role": "function", "name": "git_diff", "content": "Error: not a git repository"}]
+        messages += [
+            {"role": "assistant", "content": None, "function_call": {"name": "git_diff", "arguments": "{}"}},
+            {"role": "function", "name": "git_diff", "content": "Error: not a git repository"},
+        ]
     actions, body = run_policies({"messages": messages, "functions": functions}, rule(max_tools=2))
     assert actions == ["max_repeated_calls", "max_tools"]
     assert body["function_call"] == "none" and "tool_choice" not in body and "tools" not in body
     assert [f["name"] for f in body["functions"]] == ["read_file", "git_diff"]
-    _, forced = run_policies({"messages": messages[:1], "functions": functions, "function_call": {"name": "list_dir"}},
-                             rule(max_tools=1))
+    _, forced = run_policies(
+        {"messages": messages[:1], "functions": functions, "function_call": {"name": "list_dir"}}, rule(max_tools=1)
+    )
     assert [f["name"] for f in forced["functions"]] == ["list_dir"]
 
 
@@ -838,14 +944,14 @@ def test_guards_need_tools_and_a_tool_result_last() -> None:
     assert run_policies({"messages": history.messages, "tools": TOOLS, "tool_choice": "none"}, rule())[0] == []
     answered = failing(3).say("assistant", "pytest is missing.").messages
     assert run_policies({"messages": answered, "tools": TOOLS}, rule())[0] == []
-    assert run_policies({"messages": history.messages, "tools": TOOLS}, rule())[0] == [
-        "max_consecutive_tool_errors"]
+    assert run_policies({"messages": history.messages, "tools": TOOLS}, rule())[0] == ["max_consecutive_tool_errors"]
 
 
 @pytest.mark.parametrize("choice", [{"type": "function", "function": "git_diff"}, {"type": "function"}, "required"])
 def test_budget_survives_any_tool_choice(choice: Any) -> None:
     """A malformed named choice is the mode's to report (400), not a crash (500) in the budget."""
-    actions, body = run_policies({"messages": [{"role": "user", "content": "go"}], "tools": TOOLS,
-                                  "tool_choice": choice}, rule(max_tools=2))
+    actions, body = run_policies(
+        {"messages": [{"role": "user", "content": "go"}], "tools": TOOLS, "tool_choice": choice}, rule(max_tools=2)
+    )
     assert actions == ["max_tools"] and body["tools"] == TOOLS[:2]
     assert body["tool_choice"] == choice

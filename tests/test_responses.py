@@ -19,9 +19,14 @@ from tests.fakes import FakeUpstream, Reply, chunk, completion, sse, text_stream
 from tests.test_emulation import FORMAT_NAMES, call_text, pieces
 
 USAGE = {"prompt_tokens": 21, "completion_tokens": 5, "total_tokens": 26}
-TOOLS: list[Any] = [{"type": "function", "name": "get_weather", "description": "Weather for a city",
-                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                    "required": ["city"]}}]
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
+]
 QUESTION = "What is the weather in Paris?"
 MODES = [*FORMAT_NAMES, "native"]
 WAYS = ["create", "stream", "helper"]
@@ -37,10 +42,14 @@ def client(proxy: Any) -> AsyncOpenAI:
 
 def native_call_stream() -> list[str]:
     first = {"index": 0, "id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
-    return [sse(chunk({"role": "assistant", "content": None, "tool_calls": [first]})),
-            sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]})),
-            sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ty":"Paris"}'}}]})),
-            sse(chunk({}, "tool_calls")), sse({**chunk({}), "choices": [], "usage": USAGE}), sse("[DONE]")]
+    return [
+        sse(chunk({"role": "assistant", "content": None, "tool_calls": [first]})),
+        sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]})),
+        sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ty":"Paris"}'}}]})),
+        sse(chunk({}, "tool_calls")),
+        sse({**chunk({}), "choices": [], "usage": USAGE}),
+        sse("[DONE]"),
+    ]
 
 
 def call_reply(mode: str, stream: bool) -> Reply:
@@ -100,14 +109,20 @@ def calls_of(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def text_of(response: dict[str, Any]) -> str:
-    return "".join(part["text"] for item in response["output"] if item["type"] == "message"
-                   for part in item["content"] if part["type"] == "output_text")
+    return "".join(
+        part["text"]
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+        if part["type"] == "output_text"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("way", WAYS)
-async def test_call_then_result_finishes_in_text(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                                 mode: str, way: str) -> None:
+async def test_call_then_result_finishes_in_text(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, mode: str, way: str
+) -> None:
     stream = way != "create"
     fake_upstream.script(call_reply(mode, stream), text_reply(mode, stream))
     proxy = await start_proxy(models=rules(mode), data_dir=tmp_path)
@@ -118,10 +133,11 @@ async def test_call_then_result_finishes_in_text(start_proxy: Any, fake_upstream
     assert json.loads(calls[0]["arguments"]) == {"city": "Paris"}
     assert first["usage"]["input_tokens"] == 21 and first["usage"]["total_tokens"] == 26
     call = calls[0]
-    second_input = [{"role": "user", "content": QUESTION},
-                    {"type": "function_call", "call_id": call["call_id"], "name": call["name"],
-                     "arguments": call["arguments"]},
-                    {"type": "function_call_output", "call_id": call["call_id"], "output": '{"temp_c": 21}'}]
+    second_input = [
+        {"role": "user", "content": QUESTION},
+        {"type": "function_call", "call_id": call["call_id"], "name": call["name"], "arguments": call["arguments"]},
+        {"type": "function_call_output", "call_id": call["call_id"], "output": '{"temp_c": 21}'},
+    ]
     second = await respond(proxy, way, model="m", input=second_input, tools=TOOLS)
     assert second["status"] == "completed" and not calls_of(second)
     assert text_of(second) == "It is sunny in Paris."
@@ -137,15 +153,22 @@ async def test_call_then_result_finishes_in_text(start_proxy: Any, fake_upstream
 
 @pytest.mark.parametrize("mode", ["hermes", "native"])
 @pytest.mark.parametrize("way", WAYS)
-async def test_previous_response_id_continues(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                              mode: str, way: str) -> None:
+async def test_previous_response_id_continues(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, mode: str, way: str
+) -> None:
     stream = way != "create"
     fake_upstream.script(call_reply(mode, stream), text_reply(mode, stream))
     proxy = await start_proxy(models=rules(mode), data_dir=tmp_path)
     first = await respond(proxy, way, model="m", input=QUESTION, tools=TOOLS)
     call = calls_of(first)[0]
-    second = await respond(proxy, way, model="m", previous_response_id=first["id"], tools=TOOLS,
-                           input=[{"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}])
+    second = await respond(
+        proxy,
+        way,
+        model="m",
+        previous_response_id=first["id"],
+        tools=TOOLS,
+        input=[{"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}],
+    )
     assert text_of(second) == "It is sunny in Paris."
     assert second["previous_response_id"] == first["id"]
     history = "".join(str(message["content"]) for message in fake_upstream.requests[1]["messages"])
@@ -184,25 +207,36 @@ def sse_events(text: str) -> list[dict[str, Any]]:
     return events
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
-    ({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "bad name!"}]}, "tools[0].name"),
-    ({"model": "m", "input": [{"type": "computer_call_output", "call_id": "x"}]}, "input[0].type"),
-    ({"model": "m", "input": [{"role": "robot", "content": "hi"}]}, "input[0].role"),
-    ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input[0].content[0].type"),
-    ({"model": "m", "input": [{"role": "user", "content": "hi"},
-                              {"type": "function_call_output", "call_id": "nope", "output": "x"}]},
-     "input[1].call_id"),
-    ({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id"),
-    ({"model": "m", "input": 42}, "input"),
-    ({"model": "m"}, "input"),
-    ({"input": "hi"}, "model"),
-    ({"model": "m", "input": "hi", "tool_choice": {"type": "file_search"}}, "tool_choice"),
-    ({"model": "m", "input": "hi", "temperature": 7}, "temperature"),
-    ({"model": "m", "input": "hi", "text": {"format": {"type": "yaml"}}}, "text.format.type"),
-])
-async def test_bad_input_is_a_400_naming_the_field(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                                   body: dict[str, Any], param: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
+        ({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "bad name!"}]}, "tools[0].name"),
+        ({"model": "m", "input": [{"type": "computer_call_output", "call_id": "x"}]}, "input[0].type"),
+        ({"model": "m", "input": [{"role": "robot", "content": "hi"}]}, "input[0].role"),
+        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input[0].content[0].type"),
+        (
+            {
+                "model": "m",
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {"type": "function_call_output", "call_id": "nope", "output": "x"},
+                ],
+            },
+            "input[1].call_id",
+        ),
+        ({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id"),
+        ({"model": "m", "input": 42}, "input"),
+        ({"model": "m"}, "input"),
+        ({"input": "hi"}, "model"),
+        ({"model": "m", "input": "hi", "tool_choice": {"type": "file_search"}}, "tool_choice"),
+        ({"model": "m", "input": "hi", "temperature": 7}, "temperature"),
+        ({"model": "m", "input": "hi", "text": {"format": {"type": "yaml"}}}, "text.format.type"),
+    ],
+)
+async def test_bad_input_is_a_400_naming_the_field(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, body: dict[str, Any], param: str
+) -> None:
     proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
     status, answer = await post(proxy, body)
     assert status == 400, answer
@@ -210,14 +244,18 @@ async def test_bad_input_is_a_400_naming_the_field(start_proxy: Any, fake_upstre
     assert fake_upstream.requests == [] and not (tmp_path / "responses.sqlite3").exists()
 
 
-async def test_unknown_previous_response_is_a_404(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                  tmp_path: Path) -> None:
+async def test_unknown_previous_response_is_a_404(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
     proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
     status, answer = await post(proxy, {"model": "m", "input": "hi", "previous_response_id": "resp_nope"})
     assert status == 404 and answer["error"]["param"] == "previous_response_id"
     async with aiohttp.ClientSession() as session:
-        for method, path in (("GET", "/responses/resp_nope"), ("DELETE", "/responses/resp_nope"),
-                             ("GET", "/responses/resp_nope/input_items")):
+        for method, path in (
+            ("GET", "/responses/resp_nope"),
+            ("DELETE", "/responses/resp_nope"),
+            ("GET", "/responses/resp_nope/input_items"),
+        ):
             async with session.request(method, proxy.base_url + path) as resp:
                 assert resp.status == 404 and (await resp.json())["error"]["code"] == "response_not_found"
 
@@ -245,12 +283,14 @@ async def test_expired_response_is_gone(start_proxy: Any, fake_upstream: FakeUps
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_length_is_incomplete(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                    stream: bool) -> None:
+async def test_length_is_incomplete(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, stream: bool
+) -> None:
     fake_upstream.script(Reply(pieces=text_stream(["It is", " sun"], finish="length")))
     proxy = await start_proxy(models=rules("react"), data_dir=tmp_path)
-    status, answer = await post(proxy, {"model": "m", "input": "hi", "max_output_tokens": 2, "stream": stream,
-                                        "tools": TOOLS})
+    status, answer = await post(
+        proxy, {"model": "m", "input": "hi", "max_output_tokens": 2, "stream": stream, "tools": TOOLS}
+    )
     assert status == 200
     if stream:
         events = sse_events(answer)
@@ -272,8 +312,7 @@ async def test_event_stream_shape(start_proxy: Any, fake_upstream: FakeUpstream,
     kinds = [e["type"] for e in events]
     assert kinds[2] == "response.output_item.added" and events[2]["item"]["type"] == "reasoning"
     assert "response.reasoning_text.delta" in kinds and "response.output_text.delta" in kinds
-    assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done",
-                          "response.completed"]
+    assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done", "response.completed"]
     final = events[-1]["response"]
     assert [item["type"] for item in final["output"]] == ["reasoning", "message", "function_call"]
     assert final["output"][1]["content"][0]["text"] == "Let me check."
@@ -281,10 +320,14 @@ async def test_event_stream_shape(start_proxy: Any, fake_upstream: FakeUpstream,
     assert all(item["id"].startswith(p) for item, p in zip(final["output"], ("rs_", "msg_", "fc_"), strict=True))
 
 
-async def test_failure_mid_stream_ends_with_error_and_failed(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                             tmp_path: Path) -> None:
-    broken = [sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "Hel"})),
-              sse({"error": {"message": "model crashed"}})]
+async def test_failure_mid_stream_ends_with_error_and_failed(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    broken = [
+        sse(chunk({"role": "assistant", "content": ""})),
+        sse(chunk({"content": "Hel"})),
+        sse({"error": {"message": "model crashed"}}),
+    ]
     fake_upstream.script(Reply(pieces=broken))
     proxy = await start_proxy(models=rules("native"), data_dir=tmp_path)
     status, raw = await post(proxy, {"model": "m", "input": "hi", "stream": True})
@@ -294,13 +337,16 @@ async def test_failure_mid_stream_ends_with_error_and_failed(start_proxy: Any, f
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
     assert events[-2]["code"] == "upstream_protocol_error"
     assert events[-1]["response"]["status"] == "failed"
-    async with aiohttp.ClientSession() as session, \
-            session.get(f"{proxy.base_url}/responses/{events[0]['response']['id']}") as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{proxy.base_url}/responses/{events[0]['response']['id']}") as resp,
+    ):
         assert resp.status == 404  # failed responses are not stored
 
 
-async def test_upstream_error_before_output_is_an_http_error(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                             tmp_path: Path) -> None:
+async def test_upstream_error_before_output_is_an_http_error(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
     fake_upstream.script(Reply(status=429, body={"error": {"message": "slow down", "type": "rate_limit"}}))
     proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
     async with client(proxy) as c:
@@ -317,16 +363,24 @@ async def test_auto_mode_falls_back(start_proxy: Any, fake_upstream: FakeUpstrea
     assert "tools" in fake_upstream.requests[0] and "tools" not in fake_upstream.requests[1]
 
 
-async def test_required_and_options_reach_the_upstream(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                       tmp_path: Path) -> None:
+async def test_required_and_options_reach_the_upstream(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
     fake_upstream.script(Reply(body=completion("{}")))
     proxy = await start_proxy(models=rules("native", upstream_model="real"), data_dir=tmp_path)
     schema = {"type": "object", "properties": {}}
     async with client(proxy) as c:
-        await c.responses.create(model="m", input="hi", tools=TOOLS, tool_choice={"type": "function",
-                                                                                  "name": "get_weather"},
-                                 parallel_tool_calls=False, temperature=0.2, top_p=0.9, metadata={"k": "v"},
-                                 text={"format": {"type": "json_schema", "name": "out", "schema": schema}})
+        await c.responses.create(
+            model="m",
+            input="hi",
+            tools=TOOLS,
+            tool_choice={"type": "function", "name": "get_weather"},
+            parallel_tool_calls=False,
+            temperature=0.2,
+            top_p=0.9,
+            metadata={"k": "v"},
+            text={"format": {"type": "json_schema", "name": "out", "schema": schema}},
+        )
     sent = fake_upstream.requests[0]
     assert sent["model"] == "real" and sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert sent["parallel_tool_calls"] is False and sent["temperature"] == 0.2 and sent["top_p"] == 0.9
@@ -336,16 +390,18 @@ async def test_required_and_options_reach_the_upstream(start_proxy: Any, fake_up
 
 async def test_responses_passthrough_rule(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     fake_upstream.script(Reply(body={"id": "resp_up", "object": "response", "output": []}))
-    proxy = await start_proxy(models=rules("native", upstream_model="real", responses_passthrough=True),
-                              data_dir=tmp_path)
+    proxy = await start_proxy(
+        models=rules("native", upstream_model="real", responses_passthrough=True), data_dir=tmp_path
+    )
     status, answer = await post(proxy, {"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]})
     assert status == 200 and answer["id"] == "resp_up"
     assert fake_upstream.paths == ["/v1/responses"]
     assert fake_upstream.requests[0] == {"model": "real", "input": "hi", "tools": [{"type": "web_search_preview"}]}
 
 
-async def test_metrics_and_log_label_the_endpoint(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+async def test_metrics_and_log_label_the_endpoint(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_upstream.script(call_reply("hermes", True))
     proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
     with caplog.at_level("INFO", logger="toolshim.access"):
@@ -360,18 +416,27 @@ async def test_metrics_and_log_label_the_endpoint(start_proxy: Any, fake_upstrea
 
 
 @pytest.mark.parametrize("way", ["create", "stream"])
-async def test_item_references_resolve_from_the_store(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                                      way: str) -> None:
+async def test_item_references_resolve_from_the_store(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, way: str
+) -> None:
     text = "Let me check." + call_text("hermes")
     fake_upstream.script(Reply(pieces=text_stream(pieces(text))), text_reply("hermes", True))
     proxy = await start_proxy(models=rules("hermes"), data_dir=tmp_path)
     first = await respond(proxy, way, model="m", input=QUESTION, tools=TOOLS)
     message, call = first["output"]
     assert message["type"] == "message" and call["type"] == "function_call"
-    second = await respond(proxy, way, model="m", tools=TOOLS, input=[
-        {"role": "user", "content": QUESTION}, {"type": "item_reference", "id": message["id"]},
-        {"type": "item_reference", "id": call["id"]},
-        {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}])
+    second = await respond(
+        proxy,
+        way,
+        model="m",
+        tools=TOOLS,
+        input=[
+            {"role": "user", "content": QUESTION},
+            {"type": "item_reference", "id": message["id"]},
+            {"type": "item_reference", "id": call["id"]},
+            {"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"},
+        ],
+    )
     assert text_of(second) == "It is sunny in Paris."
     history = "".join(str(m["content"]) for m in fake_upstream.requests[1]["messages"])
     assert "Let me check." in history and "21 C" in history
@@ -379,12 +444,16 @@ async def test_item_references_resolve_from_the_store(start_proxy: Any, fake_ups
     assert status == 400 and answer["error"]["param"] == "input[0].id"
 
 
-async def test_other_tools_can_be_left_out_by_rule(start_proxy: Any, fake_upstream: FakeUpstream,
-                                                   tmp_path: Path) -> None:
+async def test_other_tools_can_be_left_out_by_rule(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes")))))
     proxy = await start_proxy(models=rules("hermes", responses_other_tools="drop"), data_dir=tmp_path)
-    codex_like = [*TOOLS, {"type": "web_search", "external_web_access": False},
-                  {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]}]
+    codex_like = [
+        *TOOLS,
+        {"type": "web_search", "external_web_access": False},
+        {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]},
+    ]
     answer = await respond(proxy, "create", model="m", input=QUESTION, tools=codex_like)
     assert calls_of(answer)[0]["name"] == "get_weather"
     assert [tool["name"] for tool in answer["tools"]] == ["get_weather"]

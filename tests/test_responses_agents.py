@@ -25,15 +25,17 @@ def get_weather(city: str) -> str:
 
 @pytest.mark.parametrize("mode", ["hermes", "react", "native"])
 @pytest.mark.parametrize("streamed", [False, True])
-async def test_agent_loop_reaches_a_final_answer(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                                 mode: str, streamed: bool) -> None:
+async def test_agent_loop_reaches_a_final_answer(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, mode: str, streamed: bool
+) -> None:
     CALLS.clear()
     fake_upstream.script(call_reply(mode, streamed), text_reply(mode, streamed))
     proxy = await start_proxy(models=rules(mode), data_dir=tmp_path)
     agent = Agent(name="weather", instructions="Answer with the tool.", tools=[get_weather], model="m")
     async with client(proxy) as openai_client:
-        config = RunConfig(model_provider=OpenAIProvider(openai_client=openai_client, use_responses=True),
-                           tracing_disabled=True)
+        config = RunConfig(
+            model_provider=OpenAIProvider(openai_client=openai_client, use_responses=True), tracing_disabled=True
+        )
         if streamed:
             result = Runner.run_streamed(agent, "What is the weather in Paris?", run_config=config)
             kinds = [event.type async for event in result.stream_events()]

@@ -22,10 +22,20 @@ def ids() -> Any:
 
 def chat_chunks() -> list[dict[str, Any]]:
     f = ChunkFactory(model="m")
-    return [f.role(), f.reasoning("think"), f.reasoning("ing"), f.content("Let me "), f.content("check."),
-            f.call_header(0, "call_a", "get_weather"), f.call_arguments(0, '{"city":'), f.call_arguments(0, '"Paris"}'),
-            f.call_header(1, "call_b", "get_time"), f.call_arguments(1, "{}"), f.finish("tool_calls"),
-            f.usage({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})]
+    return [
+        f.role(),
+        f.reasoning("think"),
+        f.reasoning("ing"),
+        f.content("Let me "),
+        f.content("check."),
+        f.call_header(0, "call_a", "get_weather"),
+        f.call_arguments(0, '{"city":'),
+        f.call_arguments(0, '"Paris"}'),
+        f.call_header(1, "call_b", "get_time"),
+        f.call_arguments(1, "{}"),
+        f.finish("tool_calls"),
+        f.usage({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}),
+    ]
 
 
 def assemble(chunks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -39,8 +49,7 @@ def test_stream_and_whole_completion_agree() -> None:
     check_events(events)
     _, whole = assemble(split_completion(accumulate(chat_chunks())))
     assert streamed == whole
-    assert [item["type"] for item in streamed["output"]] == ["reasoning", "message", "function_call",
-                                                             "function_call"]
+    assert [item["type"] for item in streamed["output"]] == ["reasoning", "message", "function_call", "function_call"]
     assert streamed["output"][2]["call_id"] == "call_a" and streamed["output"][2]["arguments"] == '{"city":"Paris"}'
     assert streamed["usage"]["input_tokens"] == 3 and streamed["usage"]["output_tokens"] == 4
     assert streamed["status"] == "completed"
@@ -49,9 +58,14 @@ def test_stream_and_whole_completion_agree() -> None:
 def test_event_order_per_item() -> None:
     events, _ = assemble(chat_chunks())
     kinds = [e["type"] for e in events]
-    assert kinds[:6] == ["response.created", "response.in_progress", "response.output_item.added",
-                         "response.reasoning_text.delta", "response.reasoning_text.delta",
-                         "response.reasoning_text.done"]
+    assert kinds[:6] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    ]
     message = kinds.index("response.content_part.added")
     assert kinds[message - 1] == "response.output_item.added"
     assert kinds[-1] == "response.completed"

@@ -29,22 +29,35 @@ def node_ready() -> str:
     if node is None or npm is None:
         pytest.skip("Node.js and npm are needed for the Vercel AI SDK test")
     if not (NODE_DIR / "node_modules" / "ai").is_dir():
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, capture_output=True,
-                              text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=NODE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
     return node
 
 
 @pytest.mark.parametrize("mode", ["hermes", "native"])
 @pytest.mark.parametrize("way", ["generate", "stream"])
-async def test_vercel_ai_sdk_tool_loop(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                       node_ready: str, mode: str, way: str) -> None:
+async def test_vercel_ai_sdk_tool_loop(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, node_ready: str, mode: str, way: str
+) -> None:
     streamed = way == "stream"
     fake_upstream.script(call_reply(mode, streamed), text_reply(mode, streamed))
     proxy = await start_proxy(models=rules(mode), data_dir=tmp_path)
     proc = await asyncio.create_subprocess_exec(
-        node_ready, "vercel.mjs", way, cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "TOOLSHIM_BASE_URL": proxy.base_url})
+        node_ready,
+        "vercel.mjs",
+        way,
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "TOOLSHIM_BASE_URL": proxy.base_url},
+    )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, err.decode()[-3000:]
     result = json.loads(out.decode().strip().splitlines()[-1])

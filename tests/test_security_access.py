@@ -30,16 +30,27 @@ KEY = "sk-upstream-secret"
 CHAT = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
 
 
-async def raw_request(url: str, method: str, path: str, body: str = "", headers: dict[str, str] | None = None,
-                      ) -> tuple[int, dict[str, Any]]:
+async def raw_request(
+    url: str,
+    method: str,
+    path: str,
+    body: str = "",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
     """One HTTP/1.1 request written by hand, the path exactly as given."""
     host_port = url.removeprefix("http://")
     host, port = host_port.split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    head = {"Host": host_port, "Content-Type": "application/json", "Content-Length": str(len(body.encode())),
-            "Connection": "close", **(headers or {})}
-    writer.write((f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n"
-                  + body).encode())
+    head = {
+        "Host": host_port,
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body.encode())),
+        "Connection": "close",
+        **(headers or {}),
+    }
+    writer.write(
+        (f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n" + body).encode()
+    )
     await writer.drain()
     raw = await reader.read()
     writer.close()
@@ -58,20 +69,43 @@ async def keyed_proxy(start_proxy: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return await start_proxy(upstream_extra={"api_key_env": "UPSTREAM_KEY"})
 
 
-@pytest.mark.parametrize("path", ["/v1/../admin", "/v1/%2e%2e/api/create", "/v1/..%2fapi/delete",
-                                  "/v1/x/../../secret", "/v1/%252e%252e/x", "/v1/.%2E/x", "/v1/..%5capi",
-                                  "/v1/./embeddings", "/v1/embeddings/..", "/v1/x/%2E"])
-async def test_dot_segments_are_refused_and_nothing_goes_upstream(keyed_proxy: Any, fake_upstream: FakeUpstream,
-                                                                  path: str) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/../admin",
+        "/v1/%2e%2e/api/create",
+        "/v1/..%2fapi/delete",
+        "/v1/x/../../secret",
+        "/v1/%252e%252e/x",
+        "/v1/.%2E/x",
+        "/v1/..%5capi",
+        "/v1/./embeddings",
+        "/v1/embeddings/..",
+        "/v1/x/%2E",
+    ],
+)
+async def test_dot_segments_are_refused_and_nothing_goes_upstream(
+    keyed_proxy: Any, fake_upstream: FakeUpstream, path: str
+) -> None:
     status, body = await raw_request(keyed_proxy.url, "POST", path, CHAT, {"Content-Type": "text/plain"})
     assert status == 400 and body["error"]["code"] == "invalid_path", body
     assert fake_upstream.paths == [] and fake_upstream.headers == []
 
 
-@pytest.mark.parametrize("path", ["/v1/admin", "/v1/files", "/v1/fine_tuning/jobs", "/v1/api/delete",
-                                  "/v1/embeddings/extra", "/v1/chat/completions/x"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/admin",
+        "/v1/files",
+        "/v1/fine_tuning/jobs",
+        "/v1/api/delete",
+        "/v1/embeddings/extra",
+        "/v1/chat/completions/x",
+    ],
+)
 async def test_paths_outside_the_allowlist_are_404_and_nothing_goes_upstream(
-        keyed_proxy: Any, fake_upstream: FakeUpstream, path: str) -> None:
+    keyed_proxy: Any, fake_upstream: FakeUpstream, path: str
+) -> None:
     status, body = await raw_request(keyed_proxy.url, "POST", path, CHAT)
     assert status == 404 and body["error"]["code"] == "not_found", body
     assert fake_upstream.paths == []
@@ -84,8 +118,9 @@ async def test_allowlisted_paths_still_pass_through(keyed_proxy: Any, fake_upstr
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings", "/admin/reload"])
-async def test_a_foreign_origin_is_refused_before_the_upstream(keyed_proxy: Any, fake_upstream: FakeUpstream,
-                                                               path: str) -> None:
+async def test_a_foreign_origin_is_refused_before_the_upstream(
+    keyed_proxy: Any, fake_upstream: FakeUpstream, path: str
+) -> None:
     """A web page's form or fetch (text/plain is a 'simple' request: no preflight) gets nowhere."""
     headers = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
     status, body = await raw_request(keyed_proxy.url, "POST", path, CHAT, headers)
@@ -102,8 +137,9 @@ async def test_an_allowed_origin_and_health_checks_pass(start_proxy: Any, fake_u
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "10.0.0.1", "attacker.localhost.evil"])
-async def test_loopback_listener_refuses_foreign_host_names(keyed_proxy: Any, fake_upstream: FakeUpstream,
-                                                            host: str) -> None:
+async def test_loopback_listener_refuses_foreign_host_names(
+    keyed_proxy: Any, fake_upstream: FakeUpstream, host: str
+) -> None:
     status, body = await raw_request(keyed_proxy.url, "POST", "/v1/chat/completions", CHAT, {"Host": host})
     assert status == 403 and body["error"]["code"] == "host_not_allowed", body
     assert fake_upstream.paths == []
@@ -131,6 +167,7 @@ def test_dot_segment_and_host_helpers() -> None:
 
 # ---- exposure -----------------------------------------------------------------------------------
 
+
 def serve_cmd(rules: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "toolshim", "serve", "--rules", str(rules), "--port", "0", *extra]
 
@@ -138,20 +175,23 @@ def serve_cmd(rules: Path, *extra: str) -> list[str]:
 def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
     rules = write_rules(tmp_path, "http://127.0.0.1:9/v1", [{"match": "*", "upstream": "up"}])
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHIM_")}
-    result = subprocess.run(serve_cmd(rules, "--host", "0.0.0.0"), capture_output=True, text=True, timeout=30,
-                            env=env)
+    result = subprocess.run(serve_cmd(rules, "--host", "0.0.0.0"), capture_output=True, text=True, timeout=30, env=env)
     assert result.returncode == 2
     assert "refusing to listen on 0.0.0.0 without client keys" in result.stderr
     assert "--allow-unauthenticated" in result.stderr and "TOOLSHIM_API_KEYS" in result.stderr
 
 
-@pytest.mark.parametrize(("extra", "env", "says"), [
-    (("--allow-unauthenticated",), {}, "OPEN to the network on 0.0.0.0"),
-    ((), {"TOOLSHIM_ALLOW_UNAUTHENTICATED": "true"}, "OPEN to the network on 0.0.0.0"),
-    ((), {"TOOLSHIM_API_KEYS": "k1,k2"}, "client keys required on /v1 (2 configured)"),
-])
-async def test_serve_on_a_public_address_when_intended(tmp_path: Path, extra: tuple[str, ...], env: dict[str, str],
-                                                       says: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "env", "says"),
+    [
+        (("--allow-unauthenticated",), {}, "OPEN to the network on 0.0.0.0"),
+        ((), {"TOOLSHIM_ALLOW_UNAUTHENTICATED": "true"}, "OPEN to the network on 0.0.0.0"),
+        ((), {"TOOLSHIM_API_KEYS": "k1,k2"}, "client keys required on /v1 (2 configured)"),
+    ],
+)
+async def test_serve_on_a_public_address_when_intended(
+    tmp_path: Path, extra: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
     rules = write_rules(tmp_path, "http://127.0.0.1:9/v1", [{"match": "*", "upstream": "up"}])
     proc, _ = await start_serve(rules, "--host", "0.0.0.0", "--workers", "1", *extra, env=env)
     try:

@@ -27,8 +27,10 @@ TOOLS = [OPENAI_TOOLS["get_weather"]]
 async def proxy(start_proxy: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
     monkeypatch.setenv("UPSTREAM_KEY", KEY)
     mode = getattr(request, "param", "native")
-    return await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": mode}],
-                             upstream_extra={"api_key_env": "UPSTREAM_KEY", "headers": {"X-Tenant": HEADER_SECRET}})
+    return await start_proxy(
+        models=[{"match": "*", "upstream": "up", "tool_mode": mode}],
+        upstream_extra={"api_key_env": "UPSTREAM_KEY", "headers": {"X-Tenant": HEADER_SECRET}},
+    )
 
 
 def leaked(text: str) -> list[str]:
@@ -36,8 +38,10 @@ def leaked(text: str) -> list[str]:
 
 
 async def post_raw(proxy: Any, body: dict[str, Any]) -> tuple[int, str]:
-    async with aiohttp.ClientSession() as session, \
-            session.post(proxy.base_url + "/chat/completions", json=body) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=body) as resp,
+    ):
         return resp.status, await resp.text()
 
 
@@ -45,11 +49,18 @@ ECHO = f"invalid key {KEY} for tenant {HEADER_SECRET}"
 
 
 @pytest.mark.parametrize("proxy", ["native", "hermes"], indirect=True)
-async def test_mid_stream_error_event_is_masked_for_client_and_log(proxy: Any, fake_upstream: FakeUpstream,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
-    fake_upstream.script(Reply(pieces=[sse(chunk({"role": "assistant", "content": ""})),
-                                       sse(chunk({"content": "partial"})),
-                                       sse({"error": {"message": ECHO, "type": "server_error"}})]))
+async def test_mid_stream_error_event_is_masked_for_client_and_log(
+    proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_upstream.script(
+        Reply(
+            pieces=[
+                sse(chunk({"role": "assistant", "content": ""})),
+                sse(chunk({"content": "partial"})),
+                sse({"error": {"message": ECHO, "type": "server_error"}}),
+            ]
+        )
+    )
     with caplog.at_level(logging.DEBUG):
         status, text = await post_raw(proxy, {**BODY, "stream": True, "tools": TOOLS})
     assert status == 200 and "***" in text
@@ -57,8 +68,9 @@ async def test_mid_stream_error_event_is_masked_for_client_and_log(proxy: Any, f
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_upstream_error_body_is_masked(proxy: Any, fake_upstream: FakeUpstream, stream: bool,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+async def test_upstream_error_body_is_masked(
+    proxy: Any, fake_upstream: FakeUpstream, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_upstream.script(Reply(status=401, body={"error": {"message": ECHO, "type": "invalid_request_error"}}))
     with caplog.at_level(logging.DEBUG):
         status, text = await post_raw(proxy, {**BODY, "stream": stream})
@@ -66,40 +78,50 @@ async def test_upstream_error_body_is_masked(proxy: Any, fake_upstream: FakeUpst
 
 
 async def test_html_error_page_traceback_and_urls_are_reduced(proxy: Any, fake_upstream: FakeUpstream) -> None:
-    fake_upstream.script(Reply(status=502, body="<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1>"
-                                                "<p>nginx at http://10.1.2.3:8080/internal</p></body></html>",
-                               content_type="text/html"))
+    fake_upstream.script(
+        Reply(
+            status=502,
+            body="<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1>"
+            "<p>nginx at http://10.1.2.3:8080/internal</p></body></html>",
+            content_type="text/html",
+        )
+    )
     status, text = await post_raw(proxy, BODY)
     assert status == 502 and "HTML error page" in text and "10.1.2.3" not in text and "<html" not in text
-    trace = ("model crashed\nTraceback (most recent call last):\n  File \"/srv/app/server.py\", line 3\n"
-             "ValueError: boom")
+    trace = 'model crashed\nTraceback (most recent call last):\n  File "/srv/app/server.py", line 3\nValueError: boom'
     fake_upstream.script(Reply(status=500, body={"detail": trace}))
     status, text = await post_raw(proxy, BODY)
     assert status == 500 and "model crashed" in text and "Traceback" not in text and "/srv/app" not in text
 
 
-async def test_debug_logs_and_answers_never_carry_a_secret(start_proxy: Any, fake_upstream: FakeUpstream,
-                                               monkeypatch: pytest.MonkeyPatch,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+async def test_debug_logs_and_answers_never_carry_a_secret(
+    start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Even content logging at DEBUG: a user who pastes a configured key sees it masked in the log."""
     monkeypatch.setenv("UPSTREAM_KEY", KEY)
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "hermes"}],
-                              upstream_extra={"api_key_env": "UPSTREAM_KEY"}, log_content=True)
+    proxy = await start_proxy(
+        models=[{"match": "*", "upstream": "up", "tool_mode": "hermes"}],
+        upstream_extra={"api_key_env": "UPSTREAM_KEY"},
+        log_content=True,
+    )
     fake_upstream.script(Reply(pieces=text_stream([f"your key is {KEY}"])))
     with caplog.at_level(logging.DEBUG):
-        status, text = await post_raw(proxy, {**BODY, "tools": TOOLS,
-                                              "messages": [{"role": "user", "content": f"is {KEY} valid?"}]})
+        status, text = await post_raw(
+            proxy, {**BODY, "tools": TOOLS, "messages": [{"role": "user", "content": f"is {KEY} valid?"}]}
+        )
     assert status == 200 and "***" in text and KEY not in text
     assert "rendered prompt" in caplog.text and KEY not in caplog.text
 
 
-async def test_litellm_errors_are_masked(start_proxy: Any, fake_upstream: FakeUpstream,
-                                         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+async def test_litellm_errors_are_masked(
+    start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("UPSTREAM_KEY", KEY)
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "upstream_model": "openai/m"}],
-                              upstream_extra={"provider": "litellm", "api_key_env": "UPSTREAM_KEY",
-                                              "headers": {"X-Tenant": HEADER_SECRET}})
+    proxy = await start_proxy(
+        models=[{"match": "*", "upstream": "up", "upstream_model": "openai/m"}],
+        upstream_extra={"provider": "litellm", "api_key_env": "UPSTREAM_KEY", "headers": {"X-Tenant": HEADER_SECRET}},
+    )
     fake_upstream.script(Reply(status=400, body={"error": {"message": ECHO, "type": "invalid_request_error"}}))
     with caplog.at_level(logging.DEBUG):
         async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="x", max_retries=0) as client:

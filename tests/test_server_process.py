@@ -22,13 +22,18 @@ TOOLSHIM = [sys.executable, "-m", "toolshim"]
 USER = [{"role": "user", "content": "hi"}]
 
 
-async def start_serve(rules: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes],
-                                                                                         str]:
+async def start_serve(
+    rules: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     log = rules.parent / f"serve-{port}.log"  # a file, not a pipe: an undrained pipe would block the logs
     with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
-                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            [*TOOLSHIM, "serve", "--rules", str(rules), "--port", str(port), *extra],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         for _ in range(150):
@@ -93,12 +98,14 @@ async def test_sigterm_drains_a_running_stream(tmp_path: Path, fake_upstream: Fa
     pieces = [f"word{i} " for i in range(20)]
     fake_upstream.script(Reply(pieces=text_stream(pieces), delay=0.15))
     rules = write_rules(tmp_path, fake_upstream.url, [{"match": "*", "upstream": "up"}])
-    proc, url = await start_serve(rules, "--workers", "1",
-                                  env={"TOOLSHIM_DRAIN_SECONDS": "10", "TOOLSHIM_READY_DELAY": "0.5"})
+    proc, url = await start_serve(
+        rules, "--workers", "1", env={"TOOLSHIM_DRAIN_SECONDS": "10", "TOOLSHIM_READY_DELAY": "0.5"}
+    )
     try:
         async with aiohttp.ClientSession() as session:
-            resp = await session.post(url + "/v1/chat/completions",
-                                      json={"model": "m", "messages": USER, "stream": True})
+            resp = await session.post(
+                url + "/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True}
+            )
             first = await resp.content.readany()
             assert first
             started = time.monotonic()
@@ -120,16 +127,16 @@ async def test_sigterm_drains_a_running_stream(tmp_path: Path, fake_upstream: Fa
         stop(proc)
 
 
-async def test_sighup_reloads_rules_and_keeps_old_ones_on_error(tmp_path: Path,
-                                                                fake_upstream: FakeUpstream) -> None:
+async def test_sighup_reloads_rules_and_keeps_old_ones_on_error(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
     fake_upstream.script(Reply(body=completion("ok")))
     rules = write_rules(tmp_path, fake_upstream.url, [{"match": "alpha", "upstream": "up"}])
     proc, url = await start_serve(rules, "--workers", "1")
     try:
         async with aiohttp.ClientSession() as session:
             assert (await post_chat(session, url, model="beta"))[0] == 404
-            write_rules(tmp_path, fake_upstream.url, [{"match": "alpha", "upstream": "up"},
-                                                      {"match": "beta", "upstream": "up"}])
+            write_rules(
+                tmp_path, fake_upstream.url, [{"match": "alpha", "upstream": "up"}, {"match": "beta", "upstream": "up"}]
+            )
             proc.send_signal(signal.SIGHUP)
             for _ in range(50):
                 await asyncio.sleep(0.1)

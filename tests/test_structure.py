@@ -11,8 +11,22 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "proxy"
 # Modules with no network, no asyncio, no aiohttp: they are fed data and return data.
-SANS_IO = ("turn", "policies", "rewrite", "delta", "builder", "chunks", "sse", "schemas", "errors", "allowlist",
-           "responses.request", "responses.events", "responses.record", "responses.ids")
+SANS_IO = (
+    "turn",
+    "policies",
+    "rewrite",
+    "delta",
+    "builder",
+    "chunks",
+    "sse",
+    "schemas",
+    "errors",
+    "allowlist",
+    "responses.request",
+    "responses.events",
+    "responses.record",
+    "responses.ids",
+)
 IO_MODULES = ("aiohttp", "asyncio", "socket", "litellm")
 
 
@@ -63,7 +77,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()

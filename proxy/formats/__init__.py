@@ -25,9 +25,7 @@ from .hermes import HermesFormat
 from .react import ReactFormat
 from .xml import XmlFormat
 
-FORMATS: dict[str, ToolFormat] = {
-    fmt.name: fmt for fmt in (ReactFormat(), XmlFormat(), HermesFormat(), CaretFormat())
-}
+FORMATS: dict[str, ToolFormat] = {fmt.name: fmt for fmt in (ReactFormat(), XmlFormat(), HermesFormat(), CaretFormat())}
 
 
 def get_format(name: str) -> ToolFormat:

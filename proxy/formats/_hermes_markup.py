@@ -38,6 +38,7 @@ _BLANK = re.compile(r"[ \t\r]*")
 _FENCE_HEAD = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n[ \t\r\n]*")
 _FENCE_PARTIAL = re.compile(r"```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?")
 
+
 def call_prefix(s: str, p: int = 0) -> bool | None:
     """Whether ``s[p:]`` (a bare ``{``) opens a call object; None while undecided."""
     if _PREFIX.match(s, p) is not None:

@@ -47,30 +47,32 @@ def tools_prompt(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: b
     sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
     # Qwen2.5's own template wording (what Qwen and Hermes models are trained on) with the shared
     # tool list; the choice sentence last, where small models heed it best.
-    return "\n".join([
-        "# Tools",
-        "",
-        "You may call one or more functions to assist with the user query.",
-        "",
-        "You are provided with function signatures within <tools></tools> XML tags:",
-        "<tools>",
-        describe_tools(tools),
-        "</tools>",
-        "",
-        "For each function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:",
-        "<tool_call>",
-        '{"name": <function-name>, "arguments": <args-json-object>}',
-        "</tool_call>",
-        "Each call goes in its own <tool_call></tool_call> tags, as strict JSON (double quotes, newlines "
-        "inside strings as \\n). After a call, stop: the result comes back inside "
-        "<tool_response></tool_response> tags.",
-        "",
-        "For example:",
-        render_call(sample.name, _example_arguments(sample)),
-        "",
-        choice_instruction(tool_choice, parallel),
-    ])
+    return "\n".join(
+        [
+            "# Tools",
+            "",
+            "You may call one or more functions to assist with the user query.",
+            "",
+            "You are provided with function signatures within <tools></tools> XML tags:",
+            "<tools>",
+            describe_tools(tools),
+            "</tools>",
+            "",
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:",
+            "<tool_call>",
+            '{"name": <function-name>, "arguments": <args-json-object>}',
+            "</tool_call>",
+            "Each call goes in its own <tool_call></tool_call> tags, as strict JSON (double quotes, newlines "
+            "inside strings as \\n). After a call, stop: the result comes back inside "
+            "<tool_response></tool_response> tags.",
+            "",
+            "For example:",
+            render_call(sample.name, _example_arguments(sample)),
+            "",
+            choice_instruction(tool_choice, parallel),
+        ]
+    )
 
 
 def render_calls(calls: Sequence[ToolCallRecord]) -> str:

@@ -215,7 +215,6 @@ def extract_call(raw: str, sc: ObjectScanner) -> tuple[str, Any, bool] | None:
     return found
 
 
-
 def parse_call_list(body: str) -> tuple[list[Any], tuple[str, ...]]:
     """The call-like items of a block body that is not a plain object, and the repairs made.
 

@@ -203,7 +203,8 @@ def prompt_text(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bo
     example = tools[0] if tools else ToolSpec("tool_name")
     several = (
         "To call several tools at once, write one Action / Action Input pair after another, then stop.\n"
-        if parallel else ""
+        if parallel
+        else ""
     )
     return (
         "You can use these tools:\n\n"
@@ -214,7 +215,7 @@ def prompt_text(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bo
         "Action: the tool name, exactly as listed\n"
         "Action Input: the arguments as one JSON object with double-quoted keys\n"
         "After an Action Input, stop: the system runs the tool and replies with a line\n"
-        "\"Observation: <result>\". Never write an Observation yourself.\n"
+        '"Observation: <result>". Never write an Observation yourself.\n'
         f"{several}"
         "When you answer the user without a tool, write:\n"
         "Thought: your reasoning (optional)\n"

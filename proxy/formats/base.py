@@ -53,8 +53,7 @@ class ToolSpec:
         """Build from an OpenAI ``tools`` entry or a legacy ``functions`` entry."""
         fn = tool.get("function", tool) if tool.get("type", "function") == "function" else tool
         params = fn.get("parameters") or {"type": "object", "properties": {}}
-        return cls(name=str(fn.get("name", "")), description=str(fn.get("description") or ""),
-                   parameters=params)
+        return cls(name=str(fn.get("name", "")), description=str(fn.get("description") or ""), parameters=params)
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,8 +163,10 @@ class CaretParser:
         self._final = False  # close() is running: no more input comes
         self._block: _Block | None = None
         self._steps: dict[_State, Callable[[], bool]] = {
-            _State.PROSE: self._step_prose, _State.THINK: self._step_think,
-            _State.HEADER: self._step_header, _State.BODY: self._step_body,
+            _State.PROSE: self._step_prose,
+            _State.THINK: self._step_think,
+            _State.HEADER: self._step_header,
+            _State.BODY: self._step_body,
         }
 
     def feed(self, text: str) -> list[Event]:

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import re
 
-_TAG = re.compile(r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
-                  r"tools?>|\|))", re.IGNORECASE)
+_TAG = re.compile(
+    r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
+    r"tools?>|\|))",
+    re.IGNORECASE,
+)
 _CALL_LINE = re.compile(r"^[ \t]*(?:action(?:[ \t_]*input)?[ \t]*:|\^\^\^)[^\n]*", re.IGNORECASE | re.MULTILINE)
-_LINE_KEYWORD = re.compile(r"^([ \t]*)(?=(?:observation|final[ \t_]*answer|thought)[ \t]*:)",
-                           re.IGNORECASE | re.MULTILINE)
+_LINE_KEYWORD = re.compile(
+    r"^([ \t]*)(?=(?:observation|final[ \t_]*answer|thought)[ \t]*:)", re.IGNORECASE | re.MULTILINE
+)
 CALL_LINE_REMOVED = "[a line that looked like a tool call was removed]"
 _NAME_KEY = re.compile(r"""(["'])name\1\s*:""")
 _ARGUMENT_KEY = re.compile(r"""(["'])(arguments|parameters)\1(?=\s*:)""")

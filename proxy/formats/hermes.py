@@ -119,16 +119,26 @@ class HermesParser:
         self._fenced = False
         self._parts: list[str] = []  # a raw block body, or junk after a call object
         self._steps: dict[_State, Callable[[], bool]] = {
-            _State.TEXT: self._step_text, _State.THINK: self._step_think, _State.FENCE: self._step_fence,
-            _State.CANDIDATE: self._step_candidate, _State.FENCE_TAIL: self._step_fence_tail,
-            _State.BLOCK_OPEN: self._step_block_open, _State.BLOCK_OBJECT: self._step_block_object,
-            _State.BLOCK_RAW: self._step_block_raw, _State.BLOCK_AFTER: self._step_block_after,
+            _State.TEXT: self._step_text,
+            _State.THINK: self._step_think,
+            _State.FENCE: self._step_fence,
+            _State.CANDIDATE: self._step_candidate,
+            _State.FENCE_TAIL: self._step_fence_tail,
+            _State.BLOCK_OPEN: self._step_block_open,
+            _State.BLOCK_OBJECT: self._step_block_object,
+            _State.BLOCK_RAW: self._step_block_raw,
+            _State.BLOCK_AFTER: self._step_block_after,
         }
         self._closers: dict[_State, Callable[[FinishReason], None]] = {
-            _State.TEXT: self._close_text, _State.THINK: self._close_think, _State.FENCE: self._close_fence,
-            _State.CANDIDATE: self._close_candidate, _State.FENCE_TAIL: self._close_quietly,
-            _State.BLOCK_OPEN: self._close_block_open, _State.BLOCK_OBJECT: self._close_block_object,
-            _State.BLOCK_RAW: self._close_block_raw, _State.BLOCK_AFTER: self._close_quietly,
+            _State.TEXT: self._close_text,
+            _State.THINK: self._close_think,
+            _State.FENCE: self._close_fence,
+            _State.CANDIDATE: self._close_candidate,
+            _State.FENCE_TAIL: self._close_quietly,
+            _State.BLOCK_OPEN: self._close_block_open,
+            _State.BLOCK_OBJECT: self._close_block_object,
+            _State.BLOCK_RAW: self._close_block_raw,
+            _State.BLOCK_AFTER: self._close_quietly,
         }
 
     def feed(self, text: str) -> list[Event]:

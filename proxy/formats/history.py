@@ -72,8 +72,9 @@ def _call_records(message: Mapping[str, Any]) -> list[ToolCallRecord]:
             continue
         fn = call.get("function")
         fn = fn if isinstance(fn, Mapping) else {}
-        records.append(ToolCallRecord(str(call.get("id") or ""), str(fn.get("name") or ""),
-                                      _arguments_text(fn.get("arguments"))))
+        records.append(
+            ToolCallRecord(str(call.get("id") or ""), str(fn.get("name") or ""), _arguments_text(fn.get("arguments")))
+        )
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         records.append(ToolCallRecord("", str(legacy.get("name") or ""), _arguments_text(legacy.get("arguments"))))
@@ -147,8 +148,12 @@ def _defused_content(content: Any) -> Any:
     if isinstance(content, str):
         return defuse(content)
     if isinstance(content, list):
-        return [{**part, "text": defuse(part["text"])} if isinstance(part, Mapping) and
-                isinstance(part.get("text"), str) else part for part in content]
+        return [
+            {**part, "text": defuse(part["text"])}
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
     return content
 
 

@@ -112,9 +112,13 @@ class _ReactParser:
         self._blocks = 0  # Action blocks seen, started or not
         self._state = _State.PROSE
         self._steps: dict[_State, Callable[[], bool]] = {
-            _State.PROSE: self._step_prose, _State.THINK: self._step_think, _State.ACTION_NAME: self._step_action_name,
-            _State.AWAIT_INPUT: self._step_await_input, _State.INPUT_START: self._step_input_start,
-            _State.INPUT_JSON: self._step_input_json, _State.INPUT_RAW: self._step_input_raw,
+            _State.PROSE: self._step_prose,
+            _State.THINK: self._step_think,
+            _State.ACTION_NAME: self._step_action_name,
+            _State.AWAIT_INPUT: self._step_await_input,
+            _State.INPUT_START: self._step_input_start,
+            _State.INPUT_JSON: self._step_input_json,
+            _State.INPUT_RAW: self._step_input_raw,
             _State.INPUT_AFTER: self._step_input_after,
         }
         self._buf, self._pos, self._final = "", 0, False  # _final: close() is running, no more input comes

@@ -145,9 +145,14 @@ class XmlParser:
         self._resumed = False  # prose resumed after markup: check the junction with the content before it
         self._block: _Block | None = None
         self._steps: dict[_State, Callable[[], bool]] = {
-            _State.PROSE: self._step_prose, _State.THINK: self._step_think, _State.TOOL_TAG: self._step_tool_tag,
-            _State.STRAY_TAG: self._step_stray_tag, _State.BODY: self._step_body,
-            _State.PARAM_TAG: self._step_param_tag, _State.VALUE: self._step_value, _State.END_TAG: self._step_end_tag,
+            _State.PROSE: self._step_prose,
+            _State.THINK: self._step_think,
+            _State.TOOL_TAG: self._step_tool_tag,
+            _State.STRAY_TAG: self._step_stray_tag,
+            _State.BODY: self._step_body,
+            _State.PARAM_TAG: self._step_param_tag,
+            _State.VALUE: self._step_value,
+            _State.END_TAG: self._step_end_tag,
         }
 
     def feed(self, text: str) -> list[Event]:

@@ -9,5 +9,15 @@ and the GET / DELETE endpoints (embedded SQLite, or Redis for several replicas).
 from .request import ResponsesRequest, model_of, parse_request
 from .service import Exchange, chat_turn, delete, input_items_page, load, load_context, resolve_references
 
-__all__ = ["Exchange", "ResponsesRequest", "chat_turn", "delete", "input_items_page", "load", "load_context",
-           "model_of", "parse_request", "resolve_references"]
+__all__ = [
+    "Exchange",
+    "ResponsesRequest",
+    "chat_turn",
+    "delete",
+    "input_items_page",
+    "load",
+    "load_context",
+    "model_of",
+    "parse_request",
+    "resolve_references",
+]

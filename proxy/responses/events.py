@@ -45,13 +45,22 @@ class _Open:
 class ResponseAssembler:
     """One Response: chat chunks in, Responses events out, ``sequence_number`` on each."""
 
-    def __init__(self, model: str, echo: Mapping[str, Any], *, ids: Callable[[str], str] = new_id,
-                 created_at: int | None = None) -> None:
+    def __init__(
+        self, model: str, echo: Mapping[str, Any], *, ids: Callable[[str], str] = new_id, created_at: int | None = None
+    ) -> None:
         self._ids = ids
         self.response: dict[str, Any] = {
-            "id": ids("resp"), "object": "response", "created_at": created_at or int(time.time()),
-            "status": "in_progress", "error": None, "incomplete_details": None, "model": model,
-            "output": [], "usage": None, **echo}
+            "id": ids("resp"),
+            "object": "response",
+            "created_at": created_at or int(time.time()),
+            "status": "in_progress",
+            "error": None,
+            "incomplete_details": None,
+            "model": model,
+            "output": [],
+            "usage": None,
+            **echo,
+        }
         self._seq = 0
         self._open: list[_Open] = []  # open reasoning / message items, at most one each
         self._calls: dict[int, _Open] = {}  # chat tool_call index → open function_call item
@@ -62,8 +71,10 @@ class ResponseAssembler:
 
     def start(self) -> list[Event]:
         snapshot = self._snapshot()
-        return [self._event("response.created", response=snapshot),
-                self._event("response.in_progress", response=self._snapshot())]
+        return [
+            self._event("response.created", response=snapshot),
+            self._event("response.in_progress", response=self._snapshot()),
+        ]
 
     def feed(self, chunk: Chunk) -> list[Event]:
         out: list[Event] = []
@@ -101,22 +112,39 @@ class ResponseAssembler:
     def fail(self, code: str | None, message: str, param: str | None = None) -> list[Event]:
         """An ``error`` event, then ``response.failed``: a failed stream never ends cleanly."""
         self.response.update(status="failed", error={"code": code or "server_error", "message": message})
-        return [self._event("error", code=code, message=message, param=param),
-                self._event("response.failed", response=self._snapshot())]
+        return [
+            self._event("error", code=code, message=message, param=param),
+            self._event("response.failed", response=self._snapshot()),
+        ]
 
     # ---- items ----------------------------------------------------------------------------
 
     def _reasoning(self, text: str, out: list[Event]) -> None:
         item = self._open_item("reasoning", out)
         item.text.append(text)
-        out.append(self._event("response.reasoning_text.delta", item_id=item.item["id"], output_index=item.index,
-                               content_index=0, delta=text))
+        out.append(
+            self._event(
+                "response.reasoning_text.delta",
+                item_id=item.item["id"],
+                output_index=item.index,
+                content_index=0,
+                delta=text,
+            )
+        )
 
     def _content(self, text: str, out: list[Event]) -> None:
         item = self._open_item("message", out)
         item.text.append(text)
-        out.append(self._event("response.output_text.delta", item_id=item.item["id"], output_index=item.index,
-                               content_index=0, delta=text, logprobs=[]))
+        out.append(
+            self._event(
+                "response.output_text.delta",
+                item_id=item.item["id"],
+                output_index=item.index,
+                content_index=0,
+                delta=text,
+                logprobs=[],
+            )
+        )
 
     def _call(self, call: Mapping[str, Any], out: list[Event]) -> None:
         index = call.get("index", 0)
@@ -124,14 +152,26 @@ class ResponseAssembler:
         state = self._calls.get(index)
         if state is None:
             out.extend(self._close_open())
-            item = {"type": "function_call", "id": self._ids("fc"), "call_id": call.get("id") or self._ids("call"),
-                    "name": function.get("name") or "", "arguments": "", "status": "in_progress"}
+            item = {
+                "type": "function_call",
+                "id": self._ids("fc"),
+                "call_id": call.get("id") or self._ids("call"),
+                "name": function.get("name") or "",
+                "arguments": "",
+                "status": "in_progress",
+            }
             state = self._calls[index] = self._add(item, out)
         fragment = function.get("arguments") or ""
         if fragment:
             state.text.append(fragment)
-            out.append(self._event("response.function_call_arguments.delta", item_id=state.item["id"],
-                                   output_index=state.index, delta=fragment))
+            out.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=state.item["id"],
+                    output_index=state.index,
+                    delta=fragment,
+                )
+            )
 
     def _open_item(self, kind: str, out: list[Event]) -> _Open:
         if self._open and self._open[-1].item["type"] == kind and not self._calls_after(self._open[-1]):
@@ -141,11 +181,23 @@ class ResponseAssembler:
             item = {"type": "reasoning", "id": self._ids("rs"), "summary": [], "status": "in_progress"}
             state = self._add(item, out)
         else:
-            item = {"type": "message", "id": self._ids("msg"), "status": "in_progress", "role": "assistant",
-                    "content": []}
+            item = {
+                "type": "message",
+                "id": self._ids("msg"),
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
             state = self._add(item, out)
-            out.append(self._event("response.content_part.added", item_id=item["id"], output_index=state.index,
-                                   content_index=0, part=_text_part("")))
+            out.append(
+                self._event(
+                    "response.content_part.added",
+                    item_id=item["id"],
+                    output_index=state.index,
+                    content_index=0,
+                    part=_text_part(""),
+                )
+            )
         self._open.append(state)
         return state
 
@@ -164,15 +216,37 @@ class ResponseAssembler:
             item, text = state.item, "".join(state.text)
             if item["type"] == "reasoning":
                 item["content"] = [{"type": "reasoning_text", "text": text}]
-                out.append(self._event("response.reasoning_text.done", item_id=item["id"], output_index=state.index,
-                                       content_index=0, text=text))
+                out.append(
+                    self._event(
+                        "response.reasoning_text.done",
+                        item_id=item["id"],
+                        output_index=state.index,
+                        content_index=0,
+                        text=text,
+                    )
+                )
             else:
                 part = _text_part(text)
                 item["content"] = [part]
-                out.append(self._event("response.output_text.done", item_id=item["id"], output_index=state.index,
-                                       content_index=0, text=text, logprobs=[]))
-                out.append(self._event("response.content_part.done", item_id=item["id"], output_index=state.index,
-                                       content_index=0, part=copy.deepcopy(part)))
+                out.append(
+                    self._event(
+                        "response.output_text.done",
+                        item_id=item["id"],
+                        output_index=state.index,
+                        content_index=0,
+                        text=text,
+                        logprobs=[],
+                    )
+                )
+                out.append(
+                    self._event(
+                        "response.content_part.done",
+                        item_id=item["id"],
+                        output_index=state.index,
+                        content_index=0,
+                        part=copy.deepcopy(part),
+                    )
+                )
             item["status"] = "completed"
             out.append(self._event("response.output_item.done", output_index=state.index, item=copy.deepcopy(item)))
         self._open.clear()
@@ -183,8 +257,15 @@ class ResponseAssembler:
         for state in sorted(self._calls.values(), key=lambda s: s.index):
             item = state.item
             item.update(arguments="".join(state.text), status="completed")
-            out.append(self._event("response.function_call_arguments.done", item_id=item["id"],
-                                   output_index=state.index, name=item["name"], arguments=item["arguments"]))
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=state.index,
+                    name=item["name"],
+                    arguments=item["arguments"],
+                )
+            )
             out.append(self._event("response.output_item.done", output_index=state.index, item=copy.deepcopy(item)))
         self._calls.clear()
         return out
@@ -208,6 +289,10 @@ def _usage(usage: Mapping[str, int] | None) -> dict[str, Any] | None:
     if not usage:
         return None
     prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage.get("total_tokens", prompt + completion)}
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.get("total_tokens", prompt + completion),
+    }

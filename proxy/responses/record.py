@@ -28,8 +28,11 @@ class StoredResponse:
         return [item for item in self.response.get("output", []) if isinstance(item.get("id"), str)]
 
     def dumps(self) -> str:
-        return json.dumps({"response": self.response, "input": self.input, "context": self.context},
-                          ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(
+            {"response": self.response, "input": self.input, "context": self.context},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
 
     @classmethod
     def loads(cls, raw: str | bytes) -> StoredResponse:

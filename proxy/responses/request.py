@@ -57,12 +57,22 @@ class ResponsesRequest:
         """The request fields a Response object repeats."""
         raw = self.raw
         text = raw.get("text") if isinstance(raw.get("text"), dict) else {"format": {"type": "text"}}
-        return {"instructions": self.instructions, "max_output_tokens": raw.get("max_output_tokens"),
-                "metadata": raw.get("metadata") or {}, "parallel_tool_calls": raw.get("parallel_tool_calls", True),
-                "previous_response_id": self.previous_response_id, "store": self.store,
-                "temperature": raw.get("temperature", 1.0), "text": text, "tool_choice": self.tool_choice,
-                "tools": list(self.tools), "top_p": raw.get("top_p", 1.0), "truncation": "disabled",
-                "user": raw.get("user"), "reasoning": {"effort": None, "summary": None}}
+        return {
+            "instructions": self.instructions,
+            "max_output_tokens": raw.get("max_output_tokens"),
+            "metadata": raw.get("metadata") or {},
+            "parallel_tool_calls": raw.get("parallel_tool_calls", True),
+            "previous_response_id": self.previous_response_id,
+            "store": self.store,
+            "temperature": raw.get("temperature", 1.0),
+            "text": text,
+            "tool_choice": self.tool_choice,
+            "tools": list(self.tools),
+            "top_p": raw.get("top_p", 1.0),
+            "truncation": "disabled",
+            "user": raw.get("user"),
+            "reasoning": {"effort": None, "summary": None},
+        }
 
     def references(self) -> list[str]:
         return [item["id"] for item in self.input if item["type"] == "item_reference"]
@@ -126,15 +136,25 @@ def parse_request(raw: Any, *, drop_other_tools: bool = False) -> ResponsesReque
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "expected a string")
     _check_scalars(raw)
-    tools = tuple(_function_tool(tool, f"tools[{i}]") for i, tool in enumerate(_list(raw, "tools"))
-                  if not (drop_other_tools and isinstance(tool, dict) and tool.get("type") != "function"))
+    tools = tuple(
+        _function_tool(tool, f"tools[{i}]")
+        for i, tool in enumerate(_list(raw, "tools"))
+        if not (drop_other_tools and isinstance(tool, dict) and tool.get("type") != "function")
+    )
     choice = raw.get("tool_choice", "auto")
     _chat_choice(choice)  # validates
     _response_format(raw.get("text"))  # validates
-    return ResponsesRequest(raw=raw, model=model, input=normalise_input(raw.get("input")),
-                            instructions=instructions, tools=tools, tool_choice=choice,
-                            stream=bool(raw.get("stream")), store=raw.get("store") is not False,
-                            previous_response_id=previous)
+    return ResponsesRequest(
+        raw=raw,
+        model=model,
+        input=normalise_input(raw.get("input")),
+        instructions=instructions,
+        tools=tools,
+        tool_choice=choice,
+        stream=bool(raw.get("stream")),
+        store=raw.get("store") is not False,
+        previous_response_id=previous,
+    )
 
 
 def _check_scalars(raw: Mapping[str, Any]) -> None:
@@ -143,19 +163,24 @@ def _check_scalars(raw: Mapping[str, Any]) -> None:
             raise _bad(name, "expected a boolean")
     for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
         value = raw.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not low <= value <= high):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high
+        ):
             raise _bad(name, f"expected a number from {low} to {high}")
     tokens = raw.get("max_output_tokens")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
         raise _bad("max_output_tokens", "expected a positive integer")
     metadata = raw.get("metadata")
-    if metadata is not None and (not isinstance(metadata, dict)
-                                 or not all(isinstance(v, str) for v in metadata.values())):
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
         raise _bad("metadata", "expected an object of strings")
     stop = raw.get("stop")
-    if stop is not None and not isinstance(stop, str) and not (
-            isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+    if (
+        stop is not None
+        and not isinstance(stop, str)
+        and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop))
+    ):
         raise _bad("stop", "expected a string or a list of strings")
 
 
@@ -170,6 +195,7 @@ def _list(raw: Mapping[str, Any], name: str) -> list[Any]:
 
 # ---- tools ------------------------------------------------------------------------------------
 
+
 def _function_tool(tool: Any, param: str) -> Item:
     if not isinstance(tool, dict):
         raise _bad(param, "expected an object")
@@ -178,7 +204,10 @@ def _function_tool(tool: Any, param: str) -> Item:
         raise InvalidRequest(
             f"Tool type '{str(kind)[:60]}' is not supported here: toolshim offers only function tools to the model "
             "(built-in tools such as web search, file search, computer use and code interpreter run on OpenAI's "
-            "servers).", param=f"{param}.type", code="unsupported_tool_type")
+            "servers).",
+            param=f"{param}.type",
+            code="unsupported_tool_type",
+        )
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise _bad(f"{param}.name", "a function tool needs a name")
@@ -220,13 +249,21 @@ def _response_format(text: Any) -> Item | None:
 
 # ---- input items -------------------------------------------------------------------------------
 
+
 def normalise_input(value: Any) -> tuple[Item, ...]:
     """``input`` as a tuple of typed items with ids; a string is one user message."""
     if value is None:
         return ()
     if isinstance(value, str):
-        return ({"type": "message", "id": new_id("msg"), "role": "user", "status": "completed",
-                 "content": [{"type": "input_text", "text": value}]},)
+        return (
+            {
+                "type": "message",
+                "id": new_id("msg"),
+                "role": "user",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": value}],
+            },
+        )
     if not isinstance(value, list):
         raise _bad("input", "expected a string or an array of items")
     return tuple(_item(item, f"input[{i}]") for i, item in enumerate(value))
@@ -239,19 +276,31 @@ def _item(item: Any, param: str) -> Item:
     if kind == "message":
         out = _message(item, param)
     elif kind == "function_call":
-        out = {"type": kind, "call_id": _text(item, "call_id", param), "name": _text(item, "name", param),
-               "arguments": _arguments(item.get("arguments"), f"{param}.arguments"), "status": "completed"}
+        out = {
+            "type": kind,
+            "call_id": _text(item, "call_id", param),
+            "name": _text(item, "name", param),
+            "arguments": _arguments(item.get("arguments"), f"{param}.arguments"),
+            "status": "completed",
+        }
     elif kind == "function_call_output":
-        out = {"type": kind, "call_id": _text(item, "call_id", param),
-               "output": _output(item.get("output"), f"{param}.output"), "status": "completed"}
+        out = {
+            "type": kind,
+            "call_id": _text(item, "call_id", param),
+            "output": _output(item.get("output"), f"{param}.output"),
+            "status": "completed",
+        }
     elif kind == "item_reference":  # resolved from the store before the turn is built
         return {"type": kind, "id": _text(item, "id", param)}
     elif kind == "reasoning":
         out = {k: v for k, v in item.items() if k in ("type", "summary", "content", "encrypted_content")}
         out.setdefault("summary", [])
     else:
-        raise _bad(f"{param}.type", f"unknown or unsupported item type {str(kind)[:60]!r}; expected 'message', "
-                   "'function_call', 'function_call_output', 'reasoning' or 'item_reference'")
+        raise _bad(
+            f"{param}.type",
+            f"unknown or unsupported item type {str(kind)[:60]!r}; expected 'message', "
+            "'function_call', 'function_call_output', 'reasoning' or 'item_reference'",
+        )
     out["id"] = item["id"] if isinstance(item.get("id"), str) and item["id"] else new_id(_ITEM_PREFIX[kind])
     return out
 
@@ -312,6 +361,7 @@ def _part(part: Any, param: str, role: str) -> Item:
 
 # ---- items → chat messages -----------------------------------------------------------------------
 
+
 def to_messages(context: Sequence[Item], items: Sequence[Item], instructions: str | None) -> list[Item]:
     """Chat ``messages`` for the whole conversation; a result needs an earlier call with its ``call_id``."""
     messages: list[Item] = [{"role": "system", "content": instructions}] if instructions else []
@@ -323,8 +373,11 @@ def to_messages(context: Sequence[Item], items: Sequence[Item], instructions: st
             messages.append(_chat_message(item))
         elif kind == "function_call":
             calls.add(item["call_id"])
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"]}}
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
@@ -332,8 +385,9 @@ def to_messages(context: Sequence[Item], items: Sequence[Item], instructions: st
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             if item["call_id"] not in calls:
-                raise _bad(f"{param}.call_id", f"no function_call with call_id {item['call_id'][:80]!r} "
-                           "precedes this output")
+                raise _bad(
+                    f"{param}.call_id", f"no function_call with call_id {item['call_id'][:80]!r} precedes this output"
+                )
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _joined(item["output"])})
     if not any(m["role"] != "system" for m in messages):
         raise _bad("input", "the conversation has no message for the model to answer")
@@ -343,8 +397,12 @@ def to_messages(context: Sequence[Item], items: Sequence[Item], instructions: st
 def _chat_message(item: Mapping[str, Any]) -> Item:
     parts = item["content"]
     if item["role"] == "user" and any(p.get("type") == "input_image" for p in parts):
-        content: Any = [{"type": "image_url", "image_url": {"url": p["image_url"]}} if p["type"] == "input_image"
-                        else {"type": "text", "text": p.get("text", "")} for p in parts]
+        content: Any = [
+            {"type": "image_url", "image_url": {"url": p["image_url"]}}
+            if p["type"] == "input_image"
+            else {"type": "text", "text": p.get("text", "")}
+            for p in parts
+        ]
     else:
         content = _joined(parts)
     return {"role": item["role"], "content": content}

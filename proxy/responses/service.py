@@ -29,8 +29,7 @@ async def load(store: ResponseStore, response_id: str, param: str | None = None)
     """A stored response, or a 404 in OpenAI's shape (unknown, expired, deleted or never stored)."""
     record = await store.load(response_id)
     if record is None:
-        raise NotFound(f"Response with id '{response_id[:100]}' not found.", param=param,
-                       code="response_not_found")
+        raise NotFound(f"Response with id '{response_id[:100]}' not found.", param=param, code="response_not_found")
     return record
 
 
@@ -78,10 +77,15 @@ def input_items_page(record: StoredResponse, query: Mapping[str, str]) -> dict[s
     after = query.get("after")
     if after:
         ids = [item.get("id") for item in items]
-        items = items[ids.index(after) + 1:] if after in ids else []
+        items = items[ids.index(after) + 1 :] if after in ids else []
     page = items[:limit]
-    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
 
 
 class Exchange:
@@ -139,8 +143,9 @@ class Exchange:
     def error_bytes(self, view: ErrorView) -> bytes:
         """A failure after the stream started: ``error``, then ``response.failed``."""
         error = view.body["error"]
-        return b"".join(encode(event) for event in self.assembler.fail(error.get("code"), error["message"],
-                                                                         error.get("param")))
+        return b"".join(
+            encode(event) for event in self.assembler.fail(error.get("code"), error["message"], error.get("param"))
+        )
 
     async def _save(self) -> None:
         if not self.request.store:

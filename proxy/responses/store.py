@@ -36,11 +36,13 @@ class ResponseStore(Protocol):
     async def close(self) -> None: ...
 
 
-_SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, expires_at REAL NOT NULL, body TEXT NOT NULL)",
-           "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",
-           "CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL, "
-           "expires_at REAL NOT NULL, body TEXT NOT NULL)",
-           "CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at)")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, expires_at REAL NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",
+    "CREATE TABLE IF NOT EXISTS items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL, "
+    "expires_at REAL NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at)",
+)
 
 
 class SQLiteStore:
@@ -67,18 +69,25 @@ class SQLiteStore:
         with _closing(self._connect()) as conn, conn:
             conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
             conn.execute("DELETE FROM items WHERE expires_at <= ?", (now,))
-            conn.execute("INSERT OR REPLACE INTO responses (id, expires_at, body) VALUES (?, ?, ?)",
-                         (record.id, now + self.ttl, record.dumps()))
-            conn.executemany("INSERT OR REPLACE INTO items (id, response_id, expires_at, body) VALUES (?, ?, ?, ?)",
-                             [(item["id"], record.id, now + self.ttl, json.dumps(item, ensure_ascii=False))
-                              for item in record.output_items()])
+            conn.execute(
+                "INSERT OR REPLACE INTO responses (id, expires_at, body) VALUES (?, ?, ?)",
+                (record.id, now + self.ttl, record.dumps()),
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO items (id, response_id, expires_at, body) VALUES (?, ?, ?, ?)",
+                [
+                    (item["id"], record.id, now + self.ttl, json.dumps(item, ensure_ascii=False))
+                    for item in record.output_items()
+                ],
+            )
 
     def _load(self, response_id: str, now: float) -> StoredResponse | None:
         if not self.path.exists():
             return None
         with _closing(self._connect()) as conn:
-            row = conn.execute("SELECT body FROM responses WHERE id = ? AND expires_at > ?",
-                               (response_id, now)).fetchone()
+            row = conn.execute(
+                "SELECT body FROM responses WHERE id = ? AND expires_at > ?", (response_id, now)
+            ).fetchone()
         return StoredResponse.loads(row[0]) if row else None
 
     def _delete(self, response_id: str, now: float) -> bool:
@@ -94,8 +103,9 @@ class SQLiteStore:
             return {}
         marks = ",".join("?" * len(item_ids))
         with _closing(self._connect()) as conn:
-            rows = conn.execute(f"SELECT id, body FROM items WHERE id IN ({marks}) AND expires_at > ?",
-                                (*item_ids, now)).fetchall()
+            rows = conn.execute(
+                f"SELECT id, body FROM items WHERE id IN ({marks}) AND expires_at > ?", (*item_ids, now)
+            ).fetchall()
         return {row[0]: json.loads(row[1]) for row in rows}
 
     async def load_items(self, item_ids: list[str]) -> dict[str, Item]:

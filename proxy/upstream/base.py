@@ -42,8 +42,9 @@ def outcome_of(error: BaseException | None) -> str:
     return "error"
 
 
-def report(observer: Observer | None, name: str, started: float, error: BaseException | None,
-           outcome: str | None = None) -> None:
+def report(
+    observer: Observer | None, name: str, started: float, error: BaseException | None, outcome: str | None = None
+) -> None:
     """Tell the observer how an upstream call ended: outcome, seconds since ``started``, HTTP status."""
     if observer is not None:
         status = error.status if isinstance(error, UpstreamHTTPError) else None
@@ -53,8 +54,14 @@ def report(observer: Observer | None, name: str, started: float, error: BaseExce
 class UpstreamStream:
     """A started upstream stream: iterate for event payloads; always ``aclose`` it."""
 
-    def __init__(self, name: str, payloads: AsyncIterator[Payload], closer: Callable[[], Any],
-                 observer: Observer | None, started: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        payloads: AsyncIterator[Payload],
+        closer: Callable[[], Any],
+        observer: Observer | None,
+        started: float,
+    ) -> None:
         self.name = name
         self._payloads = payloads
         self._closer = closer
@@ -86,8 +93,7 @@ class UpstreamStream:
         if self._finished:
             return
         self._finished = True
-        report(self._observer, self.name, self._started, error,
-               "cancelled" if isinstance(error, _Cancelled) else None)
+        report(self._observer, self.name, self._started, error, "cancelled" if isinstance(error, _Cancelled) else None)
 
 
 class _Cancelled(Exception):

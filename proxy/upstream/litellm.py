@@ -106,8 +106,9 @@ class LiteLLMUpstream:
             error = _map_error(exc, self.name)
             self._observe(started, error)
             raise error from None
-        return UpstreamStream(self.name, self._payloads(response), getattr(response, "aclose", _noop),
-                              self._observer, started)
+        return UpstreamStream(
+            self.name, self._payloads(response), getattr(response, "aclose", _noop), self._observer, started
+        )
 
     async def _payloads(self, response: Any) -> AsyncIterator[Payload]:
         """Chunk dicts as litellm built them: the emulated path reads them without a JSON round trip."""
@@ -120,8 +121,10 @@ class LiteLLMUpstream:
             raise _map_error(exc, self.name) from None
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> Any:
-        raise InvalidRequest(f"{path} is not available for this model (its upstream is not OpenAI-compatible)",
-                             code="unsupported_endpoint")
+        raise InvalidRequest(
+            f"{path} is not available for this model (its upstream is not OpenAI-compatible)",
+            code="unsupported_endpoint",
+        )
 
 
 async def _noop() -> None:

@@ -37,8 +37,20 @@ from .base import Observer, UpstreamStream, report
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-                         "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "upgrade",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+    }
+)
 
 
 def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> Exception:
@@ -74,12 +86,13 @@ class OpenAIUpstream:
 
     async def start(self) -> None:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0,
-                                             keepalive_timeout=30)
-            timeout = aiohttp.ClientTimeout(total=self.config.total_timeout, connect=self.config.connect_timeout,
-                                            sock_read=self.config.read_timeout)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers(),
-                                                  skip_auto_headers=("User-Agent",))
+            connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0, keepalive_timeout=30)
+            timeout = aiohttp.ClientTimeout(
+                total=self.config.total_timeout, connect=self.config.connect_timeout, sock_read=self.config.read_timeout
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, headers=self._headers(), skip_auto_headers=("User-Agent",)
+            )
 
     async def close(self) -> None:
         if self._session is not None:
@@ -105,8 +118,9 @@ class OpenAIUpstream:
         data = dumps(chat_body(body, self._allowed))
         payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
         try:
-            return await session.post(self._base + "/chat/completions", data=payload,
-                                      headers={"Content-Type": "application/json"})
+            return await session.post(
+                self._base + "/chat/completions", data=payload, headers={"Content-Type": "application/json"}
+            )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _map_client_error(exc, self.name) from None
 
@@ -155,8 +169,9 @@ class OpenAIUpstream:
             self._observe(started, exc)
             raise
         if "text/event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
-            return UpstreamStream(self.name, _single_body_as_stream(resp, self.name), resp.close, self._observer,
-                                  started)
+            return UpstreamStream(
+                self.name, _single_body_as_stream(resp, self.name), resp.close, self._observer, started
+            )
         return UpstreamStream(self.name, self._payloads(resp), resp.close, self._observer, started)
 
     async def _payloads(self, resp: aiohttp.ClientResponse) -> AsyncIterator[str]:

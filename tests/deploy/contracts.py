@@ -50,8 +50,11 @@ NOT_IN_K8S_SCHEMAS: dict[tuple[str, str], str] = {
 }
 
 # The Prometheus operator's Duration type.
-_DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
-                                          r"(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+    r"(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
 _LABEL_SELECTOR = {
     "type": "object",
     "additionalProperties": False,

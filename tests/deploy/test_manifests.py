@@ -113,13 +113,17 @@ def test_ignore_rules_follow_docker_semantics() -> None:
 
 
 def test_promql_names_finds_metrics_and_labels() -> None:
-    expr = ('histogram_quantile(0.95, sum by (le, model) (rate(toolshim_request_duration_seconds_bucket'
-            '{job=~"$job",model=~"$model"}[$__rate_interval]))) / on(model) group_left sum(up{a!="x y"})')
+    expr = (
+        "histogram_quantile(0.95, sum by (le, model) (rate(toolshim_request_duration_seconds_bucket"
+        '{job=~"$job",model=~"$model"}[$__rate_interval]))) / on(model) group_left sum(up{a!="x y"})'
+    )
     metrics, labels = promql_names(expr)
     assert metrics == {"toolshim_request_duration_seconds_bucket", "up"}
     assert labels == {"le", "model", "job", "a"}
     assert label_values_names('label_values(toolshim_requests_total{job=~"$job"}, model)') == (
-        {"toolshim_requests_total"}, {"job", "model"})
+        {"toolshim_requests_total"},
+        {"job", "model"},
+    )
 
 
 # ---------------------------------------------------------------- Dockerfile
@@ -154,8 +158,7 @@ def test_dockerfile_builder_gets_what_the_build_backend_reads() -> None:
     """setuptools reads pyproject.toml, the readme it names and the package folders: all must be copied."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     package_dirs = project["tool"]["setuptools"]["package-dir"]
-    packages = {package_dirs.get(name, name) for name in project["tool"]["setuptools"]["packages"]
-                if "." not in name}
+    packages = {package_dirs.get(name, name) for name in project["tool"]["setuptools"]["packages"] if "." not in name}
     parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
     builder = parsed.stages[0]
     copied = {s.rstrip("/") for c in copies(parsed) if c.stage == builder and c.from_stage is None for s in c.sources}

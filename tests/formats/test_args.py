@@ -66,8 +66,24 @@ def test_parse_json_lenient_repairs(raw: str, value: Any, repairs: tuple[str, ..
 
 @pytest.mark.parametrize(
     "raw",
-    ["", "   ", "hello world", "{", '{"a": ', '{"a" 1}', '{"a": "unterminated', "{'a': 'b", '{"a": NaN}',
-     '{"a": Infinity}', '{"a": -Infinity}', "{a b: 1}", "[" * 5000 + "]" * 5000, "/*", "{1 2 3}", "<tool_call>"],
+    [
+        "",
+        "   ",
+        "hello world",
+        "{",
+        '{"a": ',
+        '{"a" 1}',
+        '{"a": "unterminated',
+        "{'a': 'b",
+        '{"a": NaN}',
+        '{"a": Infinity}',
+        '{"a": -Infinity}',
+        "{a b: 1}",
+        "[" * 5000 + "]" * 5000,
+        "/*",
+        "{1 2 3}",
+        "<tool_call>",
+    ],
 )
 def test_parse_json_lenient_hopeless(raw: str) -> None:
     assert parse_json_lenient(raw) is None
@@ -271,7 +287,7 @@ def test_enum_case_is_fixed_only_when_unique(index: ToolIndex) -> None:
     idx = ToolIndex([tool("t", {"type": "object", "properties": {"m": {"enum": ["A", "a"]}}})])
     assert finalize_call(idx, "t", '{"m": "A"}').ok
     outcome = finalize_call(idx, "t", '{"m": "b"}')
-    assert outcome.error == "'m' must be one of: \"A\", \"a\""
+    assert outcome.error == '\'m\' must be one of: "A", "a"'
 
 
 def test_missing_required(index: ToolIndex) -> None:
@@ -284,8 +300,14 @@ def test_missing_required(index: ToolIndex) -> None:
 def test_nested_required_and_additional_properties() -> None:
     schema = {
         "type": "object",
-        "properties": {"opts": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
-                                "additionalProperties": False}},
+        "properties": {
+            "opts": {
+                "type": "object",
+                "properties": {"k": {"type": "string"}},
+                "required": ["k"],
+                "additionalProperties": False,
+            }
+        },
         "additionalProperties": False,
     }
     idx = ToolIndex([tool("t", schema)])
@@ -328,7 +350,12 @@ def test_name_and_argument_repairs_are_reported_together(index: ToolIndex) -> No
     assert outcome.ok
     assert outcome.arguments == '{"query":"x","limit":2}'
     assert outcome.repairs == (
-        "name_separator", "name_case", "code_fence", "single_quotes", "trailing_commas", "coerce_types",
+        "name_separator",
+        "name_case",
+        "code_fence",
+        "single_quotes",
+        "trailing_commas",
+        "coerce_types",
     )
 
 
@@ -379,8 +406,11 @@ def test_recursive_schema_does_not_loop() -> None:
 
 def test_declared_draft_is_used() -> None:
     # Draft 4: exclusiveMaximum is a boolean modifier; in 2020-12 it would be an invalid schema.
-    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
-              "properties": {"n": {"type": "integer", "maximum": 5, "exclusiveMaximum": True}}}
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {"n": {"type": "integer", "maximum": 5, "exclusiveMaximum": True}},
+    }
     idx = ToolIndex([tool("t", schema)])
     assert finalize_call(idx, "t", '{"n": 4}').ok
     assert not finalize_call(idx, "t", '{"n": 5}').ok
@@ -454,9 +484,13 @@ def assert_one_result(outcome: CallOutcome) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-                    max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_valid_json_round_trips_without_repairs(value: Any) -> None:
     assert parse_json_lenient(json.dumps(value)) == (value, ())
 

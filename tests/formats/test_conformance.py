@@ -72,10 +72,20 @@ COMMON_MARKERS = ["<think>", "</think>", "\n", "{", "}", '"']
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("get_weather", {"city": "São Paulo", "unit": "celsius"}),
-    ("search_docs", {"query": "tool calling", "limit": 5, "tags": ["a", "b c", "ü"], "exact": True,
-                     "filters": {"lang": "py", "since": 2.5}}),
-    ("write_file", {"path": "src/app.py",
-                    "content": 'def f(x):\n    return "a\\\\b" + \'q\' + "{x}"\n\t# ünïcödé 🚀 <b> & \\n\n'}),
+    (
+        "search_docs",
+        {
+            "query": "tool calling",
+            "limit": 5,
+            "tags": ["a", "b c", "ü"],
+            "exact": True,
+            "filters": {"lang": "py", "since": 2.5},
+        },
+    ),
+    (
+        "write_file",
+        {"path": "src/app.py", "content": 'def f(x):\n    return "a\\\\b" + \'q\' + "{x}"\n\t# ünïcödé 🚀 <b> & \\n\n'},
+    ),
     ("search_docs", {"query": 'say "hi" \\ bye', "tags": []}),
 ]
 
@@ -84,7 +94,7 @@ PLAIN_TEXTS = [
     "Line one.\nLine two has <b>html</b>, a < b > c, and x^2 + y^2.\n",
     "Actions speak louder than words.\nThoughtful people wait; Observations follow.",
     "日本語のテキスト 🚀 ñ — “quotes” and 'apostrophes'",
-    "Numbers {1, 2} and [3] and \"json-ish\": {\"a\": 1}",
+    'Numbers {1, 2} and [3] and "json-ish": {"a": 1}',
 ]
 
 
@@ -225,10 +235,13 @@ class TestParsing:
 
     def test_content_filter_cut_is_a_length_cut(self, fmt: ToolFormat) -> None:
         """One truncation rule for both cut-off reasons, wherever the output is cut."""
+
         def cut(text: str, finish: FinishReason) -> list[Event]:  # the reason names its finish_reason
             events = parse_whole(fmt, text, 2, finish)
-            return [replace(e, reason=e.reason.replace(str(finish), "CUT")) if isinstance(e, Malformed) else e
-                    for e in events]
+            return [
+                replace(e, reason=e.reason.replace(str(finish), "CUT")) if isinstance(e, Malformed) else e
+                for e in events
+            ]
 
         text = "Checking.\n" + fmt.render_calls(records(CALLS[:2])) + "\nDone."
         for end in range(len(text) + 1):
@@ -273,23 +286,30 @@ def test_random_splits_give_the_same_events(name: str, data: st.DataObject) -> N
 
 @pytest.mark.parametrize("name", FORMAT_NAMES)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=20),
-       finish=st.sampled_from(["stop", "length"]))
+@given(
+    raw=st.binary(max_size=400),
+    cuts=st.lists(st.integers(0, 400), max_size=20),
+    finish=st.sampled_from(["stop", "length"]),
+)
 def test_random_bytes_never_break_the_parser(name: str, raw: bytes, cuts: list[int], finish: str) -> None:
     check_robust(get_format(name), raw.decode("utf-8", errors="replace"), cuts, 1, finish)
 
 
-MUTATION = st.tuples(st.sampled_from(["delete", "duplicate", "truncate", "insert"]), st.integers(0, 10_000),
-                     st.integers(1, 40), st.integers(0, 100))
+MUTATION = st.tuples(
+    st.sampled_from(["delete", "duplicate", "truncate", "insert"]),
+    st.integers(0, 10_000),
+    st.integers(1, 40),
+    st.integers(0, 100),
+)
 
 
 def mutate(text: str, ops: list[tuple[str, int, int, int]], markers: list[str]) -> str:
     for op, pos, size, pick in ops:
         pos %= len(text) + 1
         if op == "delete":
-            text = text[:pos] + text[pos + size:]
+            text = text[:pos] + text[pos + size :]
         elif op == "duplicate":
-            text = text[:pos + size] + text[pos:pos + size] + text[pos + size:]
+            text = text[: pos + size] + text[pos : pos + size] + text[pos + size :]
         elif op == "truncate":
             text = text[:pos]
         else:
@@ -314,11 +334,30 @@ def test_mutated_calls_never_leak_markup(name: str, data: st.DataObject) -> None
 GOLDEN = {name: load_golden(name) for name in FORMAT_NAMES}
 GOLDEN_CASES = [(name, case) for name in FORMAT_NAMES for case in GOLDEN[name]]
 # Cases every format's golden set has, each format's own required cases, and its minimum size.
-GOLDEN_CORE = {"text_only", "tool_only", "text_then_tool", "two_tools_cut", "unicode", "unknown_tool", "near_miss_name",
-               "repairable_json", "length_mid_block"}
+GOLDEN_CORE = {
+    "text_only",
+    "tool_only",
+    "text_then_tool",
+    "two_tools_cut",
+    "unicode",
+    "unknown_tool",
+    "near_miss_name",
+    "repairable_json",
+    "length_mid_block",
+}
 GOLDEN_REQUIRED: dict[str, set[str]] = {
-    "caret": {"two_tools_max2", "multiline_diff", "code_quotes_backslashes", "arrays", "nested_objects", "unrepairable",
-              "stop_cut_header", "stop_cut_body", "think", "marker_in_fence"},
+    "caret": {
+        "two_tools_max2",
+        "multiline_diff",
+        "code_quotes_backslashes",
+        "arrays",
+        "nested_objects",
+        "unrepairable",
+        "stop_cut_header",
+        "stop_cut_body",
+        "think",
+        "marker_in_fence",
+    },
 }
 GOLDEN_MINIMUM = {"hermes": 40, "xml": 30}
 SPLIT_SEEDS = range(60)
@@ -331,12 +370,16 @@ def caret_markup_lines(text: str) -> list[str]:
 
 # What no golden output may show, and in which events (unless the case says "shows_markup").
 GOLDEN_LEAKS: dict[str, tuple[LeakFinder, tuple[type[Text] | type[Reasoning], ...]]] = {
-    "hermes": (substrings("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '"arguments"'),
-               (Text,)),
+    "hermes": (
+        substrings("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '"arguments"'),
+        (Text,),
+    ),
     "xml": (substrings("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result"), (Text,)),
     "caret": (caret_markup_lines, (Text,)),
-    "react": (substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>",
-                         "</think>"), (Text, Reasoning)),
+    "react": (
+        substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>"),
+        (Text, Reasoning),
+    ),
 }
 
 

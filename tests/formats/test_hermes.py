@@ -53,8 +53,9 @@ parse = partial(harness.parse, FORMAT)
 def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
     case = CASES[name]
     chunks = [case["output"][i : i + 3] for i in range(0, len(case["output"]), 3)]
-    events = feed_chunks(lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), chunks,
-                         case.get("finish_reason", "stop"))
+    events = feed_chunks(
+        lambda: FORMAT.new_parser(TOOLS, case.get("max_calls", 1)), chunks, case.get("finish_reason", "stop")
+    )
     for end in only(events, ToolCallEnd):
         raw = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs) and e.index == end.index)
         if raw:  # the fragments are the model's text; parsed they give the call's arguments
@@ -62,17 +63,47 @@ def test_argument_fragments_are_the_raw_arguments(name: str) -> None:
             assert end.repairs or json.loads(end.arguments) == json.loads(raw)
 
 
-_SOUP = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", '{"name": ', '"get_weather"',
-         '"arguments": ', "{", "}", "[", "]", '"', "'", "\\", ",", ":", "`", "```", "```json\n", "\n", " ", "<",
-         "Paris", "True", "<tool_", "</tool"]
+_SOUP = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<tool_response>",
+    '{"name": ',
+    '"get_weather"',
+    '"arguments": ',
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "'",
+    "\\",
+    ",",
+    ":",
+    "`",
+    "```",
+    "```json\n",
+    "\n",
+    " ",
+    "<",
+    "Paris",
+    "True",
+    "<tool_",
+    "</tool",
+]
 
 
 _PLAIN_SOUP = [t for t in _SOUP if not any(q in t for q in "`\"'")]
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.one_of(st.lists(st.sampled_from(_SOUP), max_size=60), st.lists(st.sampled_from(_PLAIN_SOUP), max_size=60))
-       .map("".join), st.sampled_from(["stop", "length"]))
+@given(
+    st.one_of(st.lists(st.sampled_from(_SOUP), max_size=60), st.lists(st.sampled_from(_PLAIN_SOUP), max_size=60)).map(
+        "".join
+    ),
+    st.sampled_from(["stop", "length"]),
+)
 def test_marker_soup_never_raises_and_never_leaks(text: str, finish: str) -> None:
     assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
     if not any(q in text for q in "`\"'"):  # only code spans and strings of prose JSON keep markers as text
@@ -103,23 +134,29 @@ def test_streaming_is_incremental() -> None:
     assert parser.feed('ther", "arguments": {"ci') == [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"ci')]
     assert parser.feed('ty": "Par') == [ToolCallArgs(0, 'ty": "Par')]
     assert parser.feed('is"}}\n</tool_call>\nBye') == [
-        ToolCallArgs(0, 'is"}'), ToolCallEnd(0, "get_weather", '{"city":"Paris"}'), Text("\nBye")]
+        ToolCallArgs(0, 'is"}'),
+        ToolCallEnd(0, "get_weather", '{"city":"Paris"}'),
+        Text("\nBye"),
+    ]
     assert parser.close() == []
 
 
 def test_cut_is_reported_at_the_opening_tag_and_nothing_follows() -> None:
     parser = FORMAT.new_parser(TOOLS, 1)
     first = parser.feed(f"<tool_call>{PARIS}</tool_call>\n<tool_ca")
-    assert first[0] == ToolCallStart(0, "get_weather") and first[-1] == ToolCallEnd(0, "get_weather",
-                                                                                     '{"city":"Paris"}')
+    assert first[0] == ToolCallStart(0, "get_weather") and first[-1] == ToolCallEnd(
+        0, "get_weather", '{"city":"Paris"}'
+    )
     assert parser.feed("ll>") == [SecondToolStarted(1)]
     assert parser.feed(f"{PARIS}</tool_call>") == []
     assert parser.close() == []
 
 
 def test_arguments_before_name_and_string_arguments_emit_no_fragments() -> None:
-    for obj in ('{"arguments": {"city": "Oslo"}, "name": "get_weather"}',
-                '{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}'):
+    for obj in (
+        '{"arguments": {"city": "Oslo"}, "name": "get_weather"}',
+        '{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}',
+    ):
         events = parse(f"<tool_call>{obj}</tool_call>")
         assert events == [ToolCallStart(0, "get_weather"), ToolCallEnd(0, "get_weather", '{"city":"Oslo"}')]
 
@@ -127,8 +164,11 @@ def test_arguments_before_name_and_string_arguments_emit_no_fragments() -> None:
 def test_bare_call_is_decided_when_balanced() -> None:
     parser = FORMAT.new_parser(TOOLS, 1)
     assert parser.feed('Sure.\n{"name": "get_weather", "arguments": {"city": "Rome"}') == [Text("Sure.\n")]
-    assert parser.feed("}") == [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Rome"}'),
-                                ToolCallEnd(0, "get_weather", '{"city":"Rome"}')]
+    assert parser.feed("}") == [
+        ToolCallStart(0, "get_weather"),
+        ToolCallArgs(0, '{"city": "Rome"}'),
+        ToolCallEnd(0, "get_weather", '{"city":"Rome"}'),
+    ]
     assert parser.close() == []
 
 
@@ -199,8 +239,10 @@ def test_malformed_blocks_carry_the_raw_block_and_index() -> None:
 
 
 def test_unknown_tool_does_not_use_up_a_call() -> None:
-    events = parse('<tool_call>{"name": "nope", "arguments": {}}</tool_call>'
-                   '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>')
+    events = parse(
+        '<tool_call>{"name": "nope", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    )
     assert only(events, ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"Oslo"}')]
     assert not only(events, SecondToolStarted)
 
@@ -227,8 +269,11 @@ def test_holdback_is_bounded() -> None:
 
 
 def test_deeply_nested_input_does_not_raise() -> None:
-    for text in ("<tool_call>" + "[" * 50_000, "<tool_call>{" + '"a":[' * 20_000 + "]" * 20_000 + "}</tool_call>",
-                 '{"name": "get_weather", "arguments": ' + "[" * 20_000 + "]" * 20_000 + "}"):
+    for text in (
+        "<tool_call>" + "[" * 50_000,
+        "<tool_call>{" + '"a":[' * 20_000 + "]" * 20_000 + "}</tool_call>",
+        '{"name": "get_weather", "arguments": ' + "[" * 20_000 + "]" * 20_000 + "}",
+    ):
         events = parse(text)
         assert not only(events, ToolCallEnd)
 
@@ -270,8 +315,10 @@ def test_render_tools_lists_every_tool_and_an_example() -> None:
 
 def test_render_tools_example_uses_the_named_tool() -> None:
     prompt = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), parallel=True)
-    assert prompt.endswith("You MUST call the tool `search_docs` now; do not answer directly. "
-                           "You may call several tools in one turn, one block after another.")
+    assert prompt.endswith(
+        "You MUST call the tool `search_docs` now; do not answer directly. "
+        "You may call several tools in one turn, one block after another."
+    )
     assert '<tool_call>\n{"name": "search_docs", "arguments": {"query": "example"}}\n</tool_call>' in prompt
 
 
@@ -285,7 +332,8 @@ def test_render_calls_round_trip() -> None:
     assert rendered.startswith('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"')
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(calls)), rendered)
     assert [(e.name, json.loads(e.arguments)) for e in only(events, ToolCallEnd)] == [
-        (c.name, json.loads(c.arguments)) for c in calls]
+        (c.name, json.loads(c.arguments)) for c in calls
+    ]
     assert summarize(events)["content"] == "" and not only(events, Malformed)
 
 

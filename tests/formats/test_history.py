@@ -34,10 +34,16 @@ CONVERSATION: list[dict[str, Any]] = [
         ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": "18 C, sunny"},
-    {"role": "tool", "tool_call_id": "c2",
-     "content": [{"type": "text", "text": "22 C"}, {"type": "text", "text": "dry"}]},
-    {"role": "assistant", "content": None,
-     "tool_calls": [call("c3", "search_docs", {"query": "tools", "tags": ["a"]})]},
+    {
+        "role": "tool",
+        "tool_call_id": "c2",
+        "content": [{"type": "text", "text": "22 C"}, {"type": "text", "text": "dry"}],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c3", "search_docs", {"query": "tools", "tags": ["a"]})],
+    },
     {"role": "tool", "tool_call_id": "c3", "content": "3 hits"},
     {"role": "user", "content": [{"type": "text", "text": "thanks"}, {"type": "image_url", "image_url": {"url": "x"}}]},
 ]
@@ -54,10 +60,12 @@ def assert_plain(messages: list[dict[str, Any]]) -> None:
 
 def test_hermes_conversation_exact() -> None:
     out = render_history(HERMES, CONVERSATION)
-    first_calls = HERMES.render_calls([
-        ToolCallRecord("c1", "get_weather", '{"city": "Paris"}'),
-        ToolCallRecord("c2", "get_weather", '{"city": "Rome", "unit": "celsius"}'),
-    ])
+    first_calls = HERMES.render_calls(
+        [
+            ToolCallRecord("c1", "get_weather", '{"city": "Paris"}'),
+            ToolCallRecord("c2", "get_weather", '{"city": "Rome", "unit": "celsius"}'),
+        ]
+    )
     second_calls = HERMES.render_calls([ToolCallRecord("c3", "search_docs", '{"query": "tools", "tags": ["a"]}')])
     assert out == [
         {"role": "system", "content": "Be brief."},
@@ -105,8 +113,11 @@ def test_rendered_assistant_calls_parse_back(name: str) -> None:
 def test_results_keep_their_pairing_by_id(name: str) -> None:
     fmt = get_format(name)
     messages = [
-        {"role": "assistant", "content": "", "tool_calls": [call("a", "get_weather", {"city": "X"}),
-                                                            call("b", "search_docs", {"query": "q"})]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("a", "get_weather", {"city": "X"}), call("b", "search_docs", {"query": "q"})],
+        },
         {"role": "tool", "tool_call_id": "b", "content": "docs"},
         {"role": "tool", "tool_call_id": "a", "content": "weather"},
     ]
@@ -124,8 +135,9 @@ def test_unpaired_result_uses_its_name_then_the_last_call() -> None:
         {"role": "tool", "tool_call_id": "zzz", "content": "unnamed"},
     ]
     out = render_history(HERMES, messages)
-    assert out[1]["content"] == (HERMES.render_result("search_docs", "named") + "\n"
-                                 + HERMES.render_result("get_weather", "unnamed"))
+    assert out[1]["content"] == (
+        HERMES.render_result("search_docs", "named") + "\n" + HERMES.render_result("get_weather", "unnamed")
+    )
 
 
 def test_result_without_any_call_gets_a_generic_name() -> None:
@@ -135,8 +147,11 @@ def test_result_without_any_call_gets_a_generic_name() -> None:
 
 def test_legacy_function_call_and_function_role() -> None:
     messages = [
-        {"role": "assistant", "content": None,
-         "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        },
         {"role": "function", "name": "get_weather", "content": "cold"},
         {"role": "user", "content": "ok"},
     ]
@@ -149,16 +164,25 @@ def test_legacy_function_call_and_function_role() -> None:
 
 
 def test_arguments_given_as_object_are_serialized() -> None:
-    message = {"role": "assistant", "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}]}
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}
+        ],
+    }
     out = render_history(HERMES, [message])
     assert out[0]["content"] == HERMES.render_calls([ToolCallRecord("a", "get_weather", '{"city": "Lima"}')])
 
 
 @pytest.mark.parametrize(
     ("content", "expected_prefix"),
-    [("Let me check.", "Let me check.\n"), ("Line\n", "Line\n"), ("", ""), (None, ""),
-     ([{"type": "text", "text": "Part A"}, {"type": "text", "text": "Part B"}], "Part A\nPart B\n")],
+    [
+        ("Let me check.", "Let me check.\n"),
+        ("Line\n", "Line\n"),
+        ("", ""),
+        (None, ""),
+        ([{"type": "text", "text": "Part A"}, {"type": "text", "text": "Part B"}], "Part A\nPart B\n"),
+    ],
 )
 def test_assistant_text_then_calls(content: Any, expected_prefix: str) -> None:
     message = {"role": "assistant", "content": content, "tool_calls": [call("a", "get_weather", {"city": "X"})]}
@@ -167,25 +191,37 @@ def test_assistant_text_then_calls(content: Any, expected_prefix: str) -> None:
 
 
 def test_empty_or_null_tool_calls_are_dropped() -> None:
-    messages = [{"role": "assistant", "content": "hi", "tool_calls": []},
-                {"role": "assistant", "content": None, "tool_calls": None, "name": "bot"},
-                {"role": "assistant", "content": None}]
-    assert render_history(HERMES, messages) == [{"role": "assistant", "content": "hi"},
-                                                 {"role": "assistant", "content": "", "name": "bot"},
-                                                 {"role": "assistant", "content": ""}]
+    messages = [
+        {"role": "assistant", "content": "hi", "tool_calls": []},
+        {"role": "assistant", "content": None, "tool_calls": None, "name": "bot"},
+        {"role": "assistant", "content": None},
+    ]
+    assert render_history(HERMES, messages) == [
+        {"role": "assistant", "content": "hi"},
+        {"role": "assistant", "content": "", "name": "bot"},
+        {"role": "assistant", "content": ""},
+    ]
 
 
 def test_other_messages_pass_through_untouched() -> None:
-    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}], "name": "bob"},
-                {"role": "developer", "content": "dev"}, {"role": "assistant", "content": "plain"}]
+    messages = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}], "name": "bob"},
+        {"role": "developer", "content": "dev"},
+        {"role": "assistant", "content": "plain"},
+    ]
     assert render_history(HERMES, messages) == messages
 
 
 def test_content_text_flattens_parts() -> None:
     assert content_text(None) == ""
     assert content_text("x") == "x"
-    parts = [{"type": "text", "text": "a"}, {"type": "refusal", "refusal": "no"},
-             {"type": "image_url", "image_url": {}}, {"type": "input_text", "text": "b"}, "c"]
+    parts = [
+        {"type": "text", "text": "a"},
+        {"type": "refusal", "refusal": "no"},
+        {"type": "image_url", "image_url": {}},
+        {"type": "input_text", "text": "b"},
+        "c",
+    ]
     assert content_text(parts) == "a\nno\n[image_url]\nb\nc"
 
 
@@ -198,21 +234,35 @@ PROMPT = "You can call tools."
 @pytest.mark.parametrize(
     ("messages", "expected"),
     [
-        ([{"role": "user", "content": "hi"}],
-         [{"role": "system", "content": PROMPT}, {"role": "user", "content": "hi"}]),
-        ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
-         [{"role": "system", "content": "Be brief.\n\n" + PROMPT}, {"role": "user", "content": "hi"}]),
+        (
+            [{"role": "user", "content": "hi"}],
+            [{"role": "system", "content": PROMPT}, {"role": "user", "content": "hi"}],
+        ),
+        (
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+            [{"role": "system", "content": "Be brief.\n\n" + PROMPT}, {"role": "user", "content": "hi"}],
+        ),
         ([{"role": "system", "content": "Be brief.\n\n"}], [{"role": "system", "content": "Be brief.\n\n" + PROMPT}]),
         ([{"role": "developer", "content": "Dev."}], [{"role": "developer", "content": "Dev.\n\n" + PROMPT}]),
         ([{"role": "system", "content": None}], [{"role": "system", "content": PROMPT}]),
         ([{"role": "system", "content": "  "}], [{"role": "system", "content": PROMPT}]),
-        ([{"role": "system", "content": [{"type": "text", "text": "A"}]}],
-         [{"role": "system", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "\n\n" + PROMPT}]}]),
+        (
+            [{"role": "system", "content": [{"type": "text", "text": "A"}]}],
+            [{"role": "system", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "\n\n" + PROMPT}]}],
+        ),
         ([{"role": "system", "content": []}], [{"role": "system", "content": [{"type": "text", "text": PROMPT}]}]),
-        ([{"role": "user", "content": "u"}, {"role": "system", "content": "late"},
-          {"role": "system", "content": "2nd"}],
-         [{"role": "user", "content": "u"}, {"role": "system", "content": "late\n\n" + PROMPT},
-          {"role": "system", "content": "2nd"}]),
+        (
+            [
+                {"role": "user", "content": "u"},
+                {"role": "system", "content": "late"},
+                {"role": "system", "content": "2nd"},
+            ],
+            [
+                {"role": "user", "content": "u"},
+                {"role": "system", "content": "late\n\n" + PROMPT},
+                {"role": "system", "content": "2nd"},
+            ],
+        ),
         ([], [{"role": "system", "content": PROMPT}]),
     ],
 )

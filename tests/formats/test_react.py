@@ -33,8 +33,10 @@ parse = partial(harness.parse, FORMAT)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("Action Input:Thought{}\"'\\\n`*<think>/ Fa")), max_size=120),
-       st.sampled_from(["stop", "length"]))
+@given(
+    st.text(alphabet=st.sampled_from(list("Action Input:Thought{}\"'\\\n`*<think>/ Fa")), max_size=120),
+    st.sampled_from(["stop", "length"]),
+)
 def test_marker_soup_is_deterministic_and_keeps_the_contract(text: str, finish: str) -> None:
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 2), text, finish)  # type: ignore[arg-type]
     starts = [e for e in events if isinstance(e, ToolCallStart)]
@@ -53,8 +55,9 @@ def test_args_fragments_are_the_raw_object_even_with_markers_inside_strings() ->
     fragments = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
     assert fragments == raw
     assert [type(e) for e in events][:2] == [ToolCallStart, ToolCallArgs]
-    arguments = json.dumps({"path": "notes.md", "content": "line one\nAction: get_weather\nObservation: }\n"},
-                           separators=(",", ":"))
+    arguments = json.dumps(
+        {"path": "notes.md", "content": "line one\nAction: get_weather\nObservation: }\n"}, separators=(",", ":")
+    )
     assert events[2] == ToolCallEnd(0, "write_file", arguments, ("control_chars",))  # raw newlines: repaired
     assert events[-1] == Text("I am done.")
 
@@ -85,8 +88,9 @@ def test_action_without_input_uses_empty_arguments_when_allowed() -> None:
 def test_action_without_input_is_malformed_when_parameters_are_required() -> None:
     events = parse("Action: get_weather")
     assert isinstance(events[-1], Malformed) and events[-1].index == 0
-    assert parse("Action: get_weather", finish="length") == [Malformed("Action: get_weather",
-                                                                       "tool block truncated (finish_reason=length)")]
+    assert parse("Action: get_weather", finish="length") == [
+        Malformed("Action: get_weather", "tool block truncated (finish_reason=length)")
+    ]
 
 
 def test_streaming_is_incremental() -> None:
@@ -95,8 +99,10 @@ def test_streaming_is_incremental() -> None:
     assert parser.feed("friend.\nAct") == [Text(" friend.")]
     assert parser.feed("ion: get_weather\n") == [ToolCallStart(0, "get_weather")]
     assert parser.feed('Action Input: {"ci') == [ToolCallArgs(0, '{"ci')]
-    assert parser.feed('ty": "Paris"}') == [ToolCallArgs(0, 'ty": "Paris"}'),
-                                            ToolCallEnd(0, "get_weather", '{"city":"Paris"}')]
+    assert parser.feed('ty": "Paris"}') == [
+        ToolCallArgs(0, 'ty": "Paris"}'),
+        ToolCallEnd(0, "get_weather", '{"city":"Paris"}'),
+    ]
     assert parser.close() == []
 
 
@@ -109,21 +115,37 @@ def test_holdback_is_bounded() -> None:
     assert parser.feed("\n" + "Action Input" * 10) == [Text("\n" + "Action Input" * 10)]
 
 
-@pytest.mark.parametrize(("output", "expected"), [
-    ("<think>never closed", [Reasoning("never closed")]),
-    ("Action: get_weather\nAction Input: ```json\n```\nok",
-     [ToolCallStart(0, "get_weather"), Malformed, Text("ok")]),
-    ("Action: get_weather\nAction Input:\nFinal Answer: no", [ToolCallStart(0, "get_weather"), Malformed, Text("no")]),
-    ('Action: get_weather\nAction Input: ```json\n{"city": "Paris"\n```\nok',
-     [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"\n'), ToolCallEnd, Text("ok")]),
-    ('Action: get_weather\nAction Input: {"city": "Paris"}\nObservation', [ToolCallStart(0, "get_weather"),
-     ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd, Text("Observation")]),
-    ('Action:   "get_weather()"  \nAction Input: {"city": "Rome"}', [ToolCallStart(0, "get_weather"),
-     ToolCallArgs(0, '{"city": "Rome"}'), ToolCallEnd]),
-    ("Thought: a\n\n  Thought: b\nanswer:", [Reasoning("a\nb\nanswer:"), Text("b\nanswer:")]),  # answer fallback
-    ("<think>x</think>Action: get_weather\nAction Input: Oslo", [Reasoning("x"), ToolCallStart(0, "get_weather"),
-     ToolCallEnd]),
-])
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("<think>never closed", [Reasoning("never closed")]),
+        (
+            "Action: get_weather\nAction Input: ```json\n```\nok",
+            [ToolCallStart(0, "get_weather"), Malformed, Text("ok")],
+        ),
+        (
+            "Action: get_weather\nAction Input:\nFinal Answer: no",
+            [ToolCallStart(0, "get_weather"), Malformed, Text("no")],
+        ),
+        (
+            'Action: get_weather\nAction Input: ```json\n{"city": "Paris"\n```\nok',
+            [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"\n'), ToolCallEnd, Text("ok")],
+        ),
+        (
+            'Action: get_weather\nAction Input: {"city": "Paris"}\nObservation',
+            [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd, Text("Observation")],
+        ),
+        (
+            'Action:   "get_weather()"  \nAction Input: {"city": "Rome"}',
+            [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Rome"}'), ToolCallEnd],
+        ),
+        ("Thought: a\n\n  Thought: b\nanswer:", [Reasoning("a\nb\nanswer:"), Text("b\nanswer:")]),  # answer fallback
+        (
+            "<think>x</think>Action: get_weather\nAction Input: Oslo",
+            [Reasoning("x"), ToolCallStart(0, "get_weather"), ToolCallEnd],
+        ),
+    ],
+)
 def test_edge_cases(output: str, expected: list[Any]) -> None:
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output)
     assert len(events) == len(expected), events
@@ -133,29 +155,34 @@ def test_edge_cases(output: str, expected: list[Any]) -> None:
 
 def test_observation_before_any_call_is_reasoning() -> None:
     assert parse("Observation: the user is polite.\nFinal Answer: Hi!") == [
-        Reasoning("the user is polite."), Text("Hi!")]
+        Reasoning("the user is polite."),
+        Text("Hi!"),
+    ]
 
 
-@pytest.mark.parametrize(("output", "content"), [
-    ("Observation: It is 13 degrees.", ["It is 13 degrees."]),
-    ("Thought: I now know.\nObservation: It is 13 degrees.\n", ["It is 13 degrees."]),
-    ("Observation: It is 13 degrees.\nThought: I answered.", ["It is 13 degrees."]),
-    ("Observation: first\nObservation: second", ["second"]),
-    ("Thought: one\nThought: It is 13 degrees.", ["It is 13 degrees."]),
-    ("Thought: so <think>hidden</think> it is 13.", ["so  it is 13."]),
-    ("Thought: x\nFinal Answer:", []),
-    ("Thought: x\nFinal Answer: 13", ["13"]),
-    ("<think>It is 13 degrees.</think>", []),
-    ("Thought: I will look.\nAction: get_weather", []),
-    ("Thought: looking\nAction: get_time\nAction Input: {}", []),
-    ('Thought: a\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: 13', []),
-    ("Thought: a\n\nstill a\nThought: b", ["b"]),
-    ("Thought: a\nFinal Answer: x\nThought: b", ["x"]),
-    ("plain\nThought: b", ["plain"]),
-    ('Thought:Action Input: {"city": "Oslo"}', []),
-    ("Observation: ```\nAction: get_weather\n```", []),
-    ("Thought: use **Action:** lines", ["use **Action:** lines"]),
-])
+@pytest.mark.parametrize(
+    ("output", "content"),
+    [
+        ("Observation: It is 13 degrees.", ["It is 13 degrees."]),
+        ("Thought: I now know.\nObservation: It is 13 degrees.\n", ["It is 13 degrees."]),
+        ("Observation: It is 13 degrees.\nThought: I answered.", ["It is 13 degrees."]),
+        ("Observation: first\nObservation: second", ["second"]),
+        ("Thought: one\nThought: It is 13 degrees.", ["It is 13 degrees."]),
+        ("Thought: so <think>hidden</think> it is 13.", ["so  it is 13."]),
+        ("Thought: x\nFinal Answer:", []),
+        ("Thought: x\nFinal Answer: 13", ["13"]),
+        ("<think>It is 13 degrees.</think>", []),
+        ("Thought: I will look.\nAction: get_weather", []),
+        ("Thought: looking\nAction: get_time\nAction Input: {}", []),
+        ('Thought: a\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: 13', []),
+        ("Thought: a\n\nstill a\nThought: b", ["b"]),
+        ("Thought: a\nFinal Answer: x\nThought: b", ["x"]),
+        ("plain\nThought: b", ["plain"]),
+        ('Thought:Action Input: {"city": "Oslo"}', []),
+        ("Observation: ```\nAction: get_weather\n```", []),
+        ("Thought: use **Action:** lines", ["use **Action:** lines"]),
+    ],
+)
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_answer_fallback_needs_no_answer_no_call_and_no_text(output: str, content: list[str], finish: str) -> None:
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output, finish)  # type: ignore[arg-type]
@@ -196,15 +223,19 @@ def test_render_tools_example_is_parsed_as_a_call() -> None:
     assert summary["calls"] == [{"name": "get_weather", "arguments": {"city": "..."}}]
 
 
-@pytest.mark.parametrize("arguments", [
-    [{"city": "Paris"}],
-    [{"city": "Zürich\nAction: x", "unit": "celsius"}, {"query": "a \"b\" \\ c", "tags": ["x"], "limit": 2}],
-    [{"path": "p", "content": "```\n}\n{"}, {"city": "Rome"}, {"query": "q", "filters": {"lang": "en"}}],
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [{"city": "Paris"}],
+        [{"city": "Zürich\nAction: x", "unit": "celsius"}, {"query": 'a "b" \\ c', "tags": ["x"], "limit": 2}],
+        [{"path": "p", "content": "```\n}\n{"}, {"city": "Rome"}, {"query": "q", "filters": {"lang": "en"}}],
+    ],
+)
 def test_render_calls_round_trip(arguments: list[dict[str, Any]]) -> None:
     names = {"city": "get_weather", "path": "write_file", "query": "search_docs"}
-    records = [ToolCallRecord(f"call_{i}", names[next(iter(a))], json.dumps(a, indent=2)) for i, a in
-               enumerate(arguments)]
+    records = [
+        ToolCallRecord(f"call_{i}", names[next(iter(a))], json.dumps(a, indent=2)) for i, a in enumerate(arguments)
+    ]
     rendered = FORMAT.render_calls(records)
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, len(records)), rendered)
     assert summarize(events)["calls"] == [{"name": r.name, "arguments": json.loads(r.arguments)} for r in records]

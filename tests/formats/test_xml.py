@@ -38,12 +38,20 @@ from tests.formats.tools import TOOLS
 FORMAT = XmlFormat()
 CASES = load_golden("xml")
 MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
-SAVE_NOTE = ToolSpec("save_note", "Save a note.", {
-    "type": "object",
-    "properties": {"title": {"type": "string"}, "body": {"type": "string"}, "priority": {"type": "integer"},
-                   "tags": {"type": "array", "items": {"type": "string"}}},
-    "required": ["title", "body"],
-})
+SAVE_NOTE = ToolSpec(
+    "save_note",
+    "Save a note.",
+    {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "body": {"type": "string"},
+            "priority": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["title", "body"],
+    },
+)
 
 
 parse = partial(harness.parse, FORMAT)
@@ -59,8 +67,32 @@ def test_golden_never_streams_arguments(name: str) -> None:
     assert not only(parse(case["output"], case.get("max_calls", 1), case.get("finish_reason", "stop")), ToolCallArgs)
 
 
-_SOUP = ["<tool:", "get_weather", "search_docs", ">", "</tool:", "<param:", "</param:", "city", "tags", "limit",
-         "<think>", "</think>", "<tool_result", "`", "```", "\n", "\r", " ", "/", "<", "Paris", "5", "{", "'"]
+_SOUP = [
+    "<tool:",
+    "get_weather",
+    "search_docs",
+    ">",
+    "</tool:",
+    "<param:",
+    "</param:",
+    "city",
+    "tags",
+    "limit",
+    "<think>",
+    "</think>",
+    "<tool_result",
+    "`",
+    "```",
+    "\n",
+    "\r",
+    " ",
+    "/",
+    "<",
+    "Paris",
+    "5",
+    "{",
+    "'",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -87,7 +119,9 @@ def test_streaming_is_incremental() -> None:
     assert parser.feed("ol:get_wea") == []
     assert parser.feed("ther>\n<param:city>Par") == [ToolCallStart(0, "get_weather")]
     assert parser.feed("is</param:city>\n</tool:get_weather>\nBye") == [
-        ToolCallEnd(0, "get_weather", '{"city":"Paris"}'), Text("Bye")]
+        ToolCallEnd(0, "get_weather", '{"city":"Paris"}'),
+        Text("Bye"),
+    ]
     assert parser.close() == []
 
 
@@ -101,14 +135,18 @@ def test_cut_is_reported_at_the_opening_tag_and_nothing_follows() -> None:
 
 
 def test_repairs_are_reported() -> None:
-    events = parse("<tool:search_docs>\nq: <param:query>x</param:query>"
-                   "<param:filters>{lang: 'en',}</param:filters>\n</tool:search_doc>")
+    events = parse(
+        "<tool:search_docs>\nq: <param:query>x</param:query>"
+        "<param:filters>{lang: 'en',}</param:filters>\n</tool:search_doc>"
+    )
     end = only(events, ToolCallEnd)[0]
     assert end.arguments == '{"query":"x","filters":{"lang":"en"}}'
     assert {"stray_text", "close_tag_mismatch", "trailing_commas"} <= set(end.repairs)
     assert only(parse(CASES["stop_sequence_cut"]["output"]), ToolCallEnd)[0].repairs == ("unclosed_tool",)
     assert set(only(parse(CASES["unclosed_last_param"]["output"]), ToolCallEnd)[0].repairs) == {
-        "unclosed_param", "unclosed_tool"}
+        "unclosed_param",
+        "unclosed_tool",
+    }
     assert "name_case" in only(parse(CASES["near_miss_name"]["output"]), ToolCallEnd)[0].repairs
     assert only(parse(CASES["nested_object"]["output"]), ToolCallEnd)[0].repairs == ()
 
@@ -138,19 +176,30 @@ def test_self_closing_and_empty_tags() -> None:
 
 def test_untyped_params_read_json_scalars_and_containers() -> None:
     tools = [ToolSpec("anything", "", {"type": "object", "properties": {}})]
-    text = ("<tool:anything><param:n>42</param:n><param:b>true</param:b><param:o>{\"k\": [1]}</param:o>"
-            "<param:s>hello</param:s><param:z>null</param:z><param:q>\"x\"</param:q></tool:anything>")
+    text = (
+        '<tool:anything><param:n>42</param:n><param:b>true</param:b><param:o>{"k": [1]}</param:o>'
+        '<param:s>hello</param:s><param:z>null</param:z><param:q>"x"</param:q></tool:anything>'
+    )
     end = only(parse(text, tools=tools), ToolCallEnd)[0]
     assert json.loads(end.arguments) == {"n": 42, "b": True, "o": {"k": [1]}, "s": "hello", "z": "null", "q": '"x"'}
 
 
 def test_typed_values_are_converted_by_finalize_call_without_reporting_repairs() -> None:
-    schema = {"type": "object", "properties": {"note": {"type": ["string", "null"]}, "level": {"enum": [1, 2, 3]},
-                                               "mode": {"enum": ["1", "2"]}, "n": {"$ref": "#/$defs/n"}},
-              "$defs": {"n": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "note": {"type": ["string", "null"]},
+            "level": {"enum": [1, 2, 3]},
+            "mode": {"enum": ["1", "2"]},
+            "n": {"$ref": "#/$defs/n"},
+        },
+        "$defs": {"n": {"type": "integer"}},
+    }
     tools = [ToolSpec("t", "", schema)]
-    text = ("<tool:t><param:note>null</param:note><param:level>2</param:level><param:mode>1</param:mode>"
-            "<param:n>7</param:n></tool:t>")
+    text = (
+        "<tool:t><param:note>null</param:note><param:level>2</param:level><param:mode>1</param:mode>"
+        "<param:n>7</param:n></tool:t>"
+    )
     end = only(parse(text, tools=tools), ToolCallEnd)[0]
     assert json.loads(end.arguments) == {"note": "null", "level": 2, "mode": "1", "n": 7}  # text wins for string|null
     assert end.repairs == ()
@@ -204,9 +253,17 @@ def test_render_tools_lists_every_tool_the_rules_and_the_example() -> None:
 
 def test_render_tools_example_is_parsed_as_the_call_it_shows() -> None:
     events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser([SAVE_NOTE], 1), EXAMPLE)
-    assert summarize(events)["calls"] == [{"name": "save_note", "arguments": {
-        "title": "Groceries", "body": 'Buy "oat milk" & eggs\nif price < 3: buy 2 \\ maybe', "priority": 2,
-        "tags": ["home", "weekly"]}}]
+    assert summarize(events)["calls"] == [
+        {
+            "name": "save_note",
+            "arguments": {
+                "title": "Groceries",
+                "body": 'Buy "oat milk" & eggs\nif price < 3: buy 2 \\ maybe',
+                "priority": 2,
+                "tags": ["home", "weekly"],
+            },
+        }
+    ]
 
 
 def test_render_result_is_never_taken_for_a_call() -> None:
@@ -217,7 +274,7 @@ def test_render_result_is_never_taken_for_a_call() -> None:
 
 ROUND_TRIPS = [
     [{"city": "Paris"}],
-    [{"city": "Zürich <tool:x>", "unit": "celsius"}, {"query": "a \"b\" \\ c", "tags": ["x"], "limit": 2}],
+    [{"city": "Zürich <tool:x>", "unit": "celsius"}, {"query": 'a "b" \\ c', "tags": ["x"], "limit": 2}],
     [{"path": "p", "content": "\n\n```\n}\n{\r\n"}, {"city": "Rome"}, {"query": "q", "filters": {"lang": "en"}}],
     [{"query": "", "tags": [], "exact": False}, {"path": "", "content": "a\r"}, {"query": "q", "tags": ["1", "b"]}],
 ]
@@ -243,24 +300,35 @@ def test_render_calls_shape() -> None:
     records = _records([{"query": "q", "tags": ["a", "b"], "limit": 3, "filters": {"lang": "en"}}])
     assert FORMAT.render_calls(records) == (
         "<tool:search_docs>\n<param:query>q</param:query>\n<param:tags>a</param:tags>\n<param:tags>b</param:tags>\n"
-        '<param:limit>3</param:limit>\n<param:filters>{"lang": "en"}</param:filters>\n</tool:search_docs>')
+        '<param:limit>3</param:limit>\n<param:filters>{"lang": "en"}</param:filters>\n</tool:search_docs>'
+    )
     assert FORMAT.render_calls([ToolCallRecord("c", "get_weather", "not json")]) == (
-        "<tool:get_weather>\n</tool:get_weather>")
+        "<tool:get_weather>\n</tool:get_weather>"
+    )
 
 
-_VALUE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).filter(
-    lambda s: "</param:" not in s)
+_VALUE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).filter(lambda s: "</param:" not in s)
 
 
 @settings(max_examples=150, deadline=None)
-@given(path=_VALUE, content=_VALUE, query=_VALUE, limit=st.integers(1, 10**6),
-       tags=st.lists(_VALUE, max_size=4), exact=st.booleans(),
-       since=st.floats(allow_nan=False, allow_infinity=False, width=32))
-def test_render_calls_round_trip_property(path: str, content: str, query: str, limit: int, tags: list[str],
-                                          exact: bool, since: float) -> None:
-    arguments = [{"path": path, "content": content},
-                 {"query": query, "limit": limit, "tags": tags, "exact": exact, "filters": {"since": since}}]
+@given(
+    path=_VALUE,
+    content=_VALUE,
+    query=_VALUE,
+    limit=st.integers(1, 10**6),
+    tags=st.lists(_VALUE, max_size=4),
+    exact=st.booleans(),
+    since=st.floats(allow_nan=False, allow_infinity=False, width=32),
+)
+def test_render_calls_round_trip_property(
+    path: str, content: str, query: str, limit: int, tags: list[str], exact: bool, since: float
+) -> None:
+    arguments = [
+        {"path": path, "content": content},
+        {"query": query, "limit": limit, "tags": tags, "exact": exact, "filters": {"since": since}},
+    ]
     records = _records(arguments)
     rendered = FORMAT.render_calls(records)
     assert summarize(parse(rendered, max_calls=2))["calls"] == [
-        {"name": r.name, "arguments": a} for r, a in zip(records, arguments, strict=True)]
+        {"name": r.name, "arguments": a} for r, a in zip(records, arguments, strict=True)
+    ]

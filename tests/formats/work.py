@@ -79,7 +79,7 @@ def code_content(lines: int) -> str:
     """File content that is hard for every format: quotes, backslashes, tabs, braces, markup of each
     format inside lines (never a whole closing line), unicode."""
     return "".join(
-        f'line {i}: "quoted" \\ back\tslash {{x}} </tool_call> <b> x = \'a\\\\b\' < </param:conten ^^^ ünï\n'
+        f"line {i}: \"quoted\" \\ back\tslash {{x}} </tool_call> <b> x = 'a\\\\b' < </param:conten ^^^ ünï\n"
         for i in range(lines)
     )
 

@@ -42,8 +42,11 @@ def llama() -> Iterator[Service]:
     try:
         server = start_model_server(TEST_MODEL)
     except LocalModelError as exc:
-        pytest.fail(f"cannot start the local model server ({exc}); run `make llama model` first, "
-                    f"or deselect these tests with -m 'not realmodel'", pytrace=False)
+        pytest.fail(
+            f"cannot start the local model server ({exc}); run `make llama model` first, "
+            f"or deselect these tests with -m 'not realmodel'",
+            pytrace=False,
+        )
     yield server
     stop(server)
 
@@ -62,8 +65,10 @@ def toolshim(llama: Service, relay: RecordingRelay) -> Iterator[Service]:
     """toolshim serving one rule per mode under test."""
     rules: dict[str, Any] = {
         "upstreams": {"direct": {"base_url": llama.base_url}, "recorded": {"base_url": relay.base_url}},
-        "models": [{"match": name, "upstream": upstream, "tool_mode": mode, "upstream_model": llama.model_id}
-                   for name, (mode, upstream) in MODEL_RULES.items()],
+        "models": [
+            {"match": name, "upstream": upstream, "tool_mode": mode, "upstream_model": llama.model_id}
+            for name, (mode, upstream) in MODEL_RULES.items()
+        ],
     }
     try:
         proxy = start_toolshim(rules)

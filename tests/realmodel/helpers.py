@@ -21,12 +21,18 @@ WEATHER_PARAMETERS: dict[str, Any] = {
 }
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
-    "function": {"name": "get_weather", "description": "Get the current weather in a city.",
-                 "parameters": WEATHER_PARAMETERS},
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": WEATHER_PARAMETERS,
+    },
 }
 WEATHER_MESSAGES: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are a helpful assistant. Use a tool when it can answer the question. "
-                                  "Once you have the tool result, answer the user in one short sentence."},
+    {
+        "role": "system",
+        "content": "You are a helpful assistant. Use a tool when it can answer the question. "
+        "Once you have the tool result, answer the user in one short sentence.",
+    },
     {"role": "user", "content": "What is the weather like in Paris right now?"},
 ]
 # Fragments of every emulated syntax, and a JSON call object however spaced, that must never reach

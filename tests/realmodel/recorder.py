@@ -20,8 +20,21 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-                        "host", "upgrade", "te", "trailer", "proxy-authorization", "proxy-authenticate"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "host",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-authorization",
+        "proxy-authenticate",
+    }
+)
 
 
 @dataclass(slots=True)

@@ -23,8 +23,9 @@ IDLE_WITHIN_S = 20.0
 
 @pytest.mark.parametrize("model", ["qwen-native", "qwen-hermes-direct"])
 def test_disconnect_mid_stream_stops_generation(client: OpenAI, direct: OpenAI, model: str) -> None:
-    stream = client.chat.completions.create(model=model, messages=LONG_PROMPT, temperature=0,
-                                            max_tokens=LONG_TOKENS, stream=True)
+    stream = client.chat.completions.create(
+        model=model, messages=LONG_PROMPT, temperature=0, max_tokens=LONG_TOKENS, stream=True
+    )
     received = ""
     for chunk in stream:
         assert not (chunk.choices and chunk.choices[0].finish_reason), "the generation ended before the test left"
@@ -36,8 +37,9 @@ def test_disconnect_mid_stream_stops_generation(client: OpenAI, direct: OpenAI, 
 
     started = time.monotonic()
     try:
-        probe = direct.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}],
-                                               max_tokens=1, timeout=IDLE_WITHIN_S * 1.5)
+        probe = direct.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=1, timeout=IDLE_WITHIN_S * 1.5
+        )
     except APITimeoutError:
         pytest.fail(f"the model server was still generating {IDLE_WITHIN_S * 1.5:.0f} s after the client left")
     waited = time.monotonic() - started

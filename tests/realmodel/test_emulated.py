@@ -35,8 +35,9 @@ RUN_ON_MESSAGES: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("model", EMULATED)
 def test_weather_question_gives_a_structured_call(client: OpenAI, model: str) -> None:
-    response = client.chat.completions.create(model=model, messages=WEATHER_MESSAGES, tools=[WEATHER_TOOL],
-                                              temperature=0, max_tokens=MAX_TOKENS)
+    response = client.chat.completions.create(
+        model=model, messages=WEATHER_MESSAGES, tools=[WEATHER_TOOL], temperature=0, max_tokens=MAX_TOKENS
+    )
     choice = response.choices[0]
     assert choice.finish_reason == "tool_calls", response
     calls = choice.message.tool_calls or []
@@ -50,8 +51,9 @@ def test_weather_question_gives_a_structured_call(client: OpenAI, model: str) ->
 
 @pytest.mark.parametrize("model", EMULATED)
 def test_weather_question_streams_a_structured_call(client: OpenAI, model: str) -> None:
-    stream = client.chat.completions.create(model=model, messages=WEATHER_MESSAGES, tools=[WEATHER_TOOL],
-                                            temperature=0, max_tokens=MAX_TOKENS, stream=True)
+    stream = client.chat.completions.create(
+        model=model, messages=WEATHER_MESSAGES, tools=[WEATHER_TOOL], temperature=0, max_tokens=MAX_TOKENS, stream=True
+    )
     merged = merge_stream(stream)
     assert merged.finish_reason == "tool_calls", merged
     assert [c.name for c in merged.calls] == ["get_weather"]
@@ -61,8 +63,9 @@ def test_weather_question_streams_a_structured_call(client: OpenAI, model: str) 
 
 
 @pytest.mark.parametrize("model", EMULATED)
-def test_model_server_honoured_the_stop_sequences(client: OpenAI, direct: OpenAI, recorded: RecordingRelay,
-                                                   model: str) -> None:
+def test_model_server_honoured_the_stop_sequences(
+    client: OpenAI, direct: OpenAI, recorded: RecordingRelay, model: str
+) -> None:
     """What toolshim sent upstream carries the format's stop sequences, and the server obeyed them.
 
     Seen through the relay: toolshim's upstream request has ``stop`` and no ``tools``; the raw
@@ -72,8 +75,9 @@ def test_model_server_honoured_the_stop_sequences(client: OpenAI, direct: OpenAI
     first stop string. With this prompt the model, left alone, invents an ``Observation:`` line after
     its ReAct call, so for ReAct the stop must actually have cut something.
     """
-    client.chat.completions.create(model=model, messages=RUN_ON_MESSAGES, tools=[WEATHER_TOOL],
-                                   temperature=0, max_tokens=MAX_TOKENS)
+    client.chat.completions.create(
+        model=model, messages=RUN_ON_MESSAGES, tools=[WEATHER_TOOL], temperature=0, max_tokens=MAX_TOKENS
+    )
     [exchange] = [e for e in recorded.exchanges if e.path.endswith("/chat/completions")]
     sent: dict[str, Any] = exchange.request
     stops = [sent["stop"]] if isinstance(sent.get("stop"), str) else list(sent.get("stop") or [])
@@ -95,8 +99,9 @@ def replay_text(direct: OpenAI, body: dict[str, Any]) -> str:
     """Send a recorded upstream body straight to the model server (streamed if it was) and return the text."""
     if not body.get("stream"):
         return direct.chat.completions.create(**body).choices[0].message.content or ""
-    return "".join(chunk.choices[0].delta.content or "" for chunk in direct.chat.completions.create(**body)
-                   if chunk.choices)
+    return "".join(
+        chunk.choices[0].delta.content or "" for chunk in direct.chat.completions.create(**body) if chunk.choices
+    )
 
 
 def cut_at_first_stop(text: str, stops: list[str]) -> str:
@@ -110,15 +115,21 @@ def test_two_turn_loop_ends_with_a_text_answer(client: OpenAI) -> None:
     messages: list[dict[str, Any]] = list(WEATHER_MESSAGES)
     calls_made = 0
     for _ in range(3):
-        response = client.chat.completions.create(model="qwen-hermes", messages=messages, tools=[WEATHER_TOOL],
-                                                  temperature=0, max_tokens=MAX_TOKENS)
+        response = client.chat.completions.create(
+            model="qwen-hermes", messages=messages, tools=[WEATHER_TOOL], temperature=0, max_tokens=MAX_TOKENS
+        )
         message = response.choices[0].message
         assert not markup_in(message.content), message.content
         if not message.tool_calls:
             break
         calls_made += len(message.tool_calls)
-        messages.append({"role": "assistant", "content": message.content,
-                         "tool_calls": [c.model_dump() for c in message.tool_calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [c.model_dump() for c in message.tool_calls],
+            }
+        )
         for call in message.tool_calls:
             args = check_weather_arguments(call.function.arguments)
             result = {"city": args["city"], "temperature_c": 21, "conditions": "sunny"}

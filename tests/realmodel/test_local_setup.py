@@ -25,8 +25,14 @@ PIECES = (b"first piece " * 1000, b"second piece " * 700, b"tail")
 def fake_spec(payload: bytes) -> ModelSpec:
     """A model made of three wheel members whose joined bytes must be ``payload``."""
     members = tuple(WheelMember(f"fake-part{n}==1.0", f"fake_part{n}/data/part{n:02d}.bin") for n in (1, 2, 3))
-    return ModelSpec(key="fake", filename="fake.gguf", alias="fake", size=len(payload),
-                     sha256=hashlib.sha256(payload).hexdigest(), pieces=members)
+    return ModelSpec(
+        key="fake",
+        filename="fake.gguf",
+        alias="fake",
+        size=len(payload),
+        sha256=hashlib.sha256(payload).hexdigest(),
+        pieces=members,
+    )
 
 
 @pytest.fixture
@@ -54,8 +60,9 @@ def test_fetch_joins_members_in_order_and_verifies(fake_model: ModelSpec) -> Non
     assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified"]
 
 
-def test_fetch_refuses_a_digest_mismatch_and_leaves_nothing(fake_model: ModelSpec,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_refuses_a_digest_mismatch_and_leaves_nothing(
+    fake_model: ModelSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(local_model.MODELS, "fake", ModelSpec(**{**_fields(fake_model), "sha256": "0" * 64}))
     with pytest.raises(LocalModelError, match="refusing"):
         local_model.fetch_model("fake")
@@ -89,18 +96,40 @@ def _fields(spec: ModelSpec) -> dict[str, object]:
     return {name: getattr(spec, name) for name in ModelSpec.__slots__}
 
 
-@pytest.mark.parametrize(("expression", "value"), [
-    ("17 * 23 + 4", 395), ("(21 - 14) * 1.8", 12.6), ("2 ** 10", 1024), ("-7 // 2", -4), ("10 % 4", 2),
-    ("1 / 4", 0.25), ("6 / 3", 2),
-])
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("17 * 23 + 4", 395),
+        ("(21 - 14) * 1.8", 12.6),
+        ("2 ** 10", 1024),
+        ("-7 // 2", -4),
+        ("10 % 4", 2),
+        ("1 / 4", 0.25),
+        ("6 / 3", 2),
+    ],
+)
 def test_calculator_does_arithmetic(expression: str, value: float) -> None:
     assert calculate(expression) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("expression", [
-    "__import__('os').system('true')", "open('/etc/passwd')", "x + 1", "(1).__class__", "[1, 2]", "'a' * 3",
-    "9 ** 9 ** 9", "1 / 0", "2 ^ 3", "True + 1", "1e308 * 10", "1" * 201, "lambda: 1",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os').system('true')",
+        "open('/etc/passwd')",
+        "x + 1",
+        "(1).__class__",
+        "[1, 2]",
+        "'a' * 3",
+        "9 ** 9 ** 9",
+        "1 / 0",
+        "2 ^ 3",
+        "True + 1",
+        "1e308 * 10",
+        "1" * 201,
+        "lambda: 1",
+    ],
+)
 def test_calculator_refuses_everything_else(expression: str) -> None:
     with pytest.raises(CalculatorError):
         calculate(expression)

@@ -29,8 +29,9 @@ def test_plain_chat_non_streaming_matches_the_server(client: OpenAI, direct: Ope
 
 
 def test_plain_chat_streaming_matches_the_server(client: OpenAI, direct: OpenAI) -> None:
-    stream = client.chat.completions.create(model="qwen-native", messages=MESSAGES, temperature=0, max_tokens=24,
-                                            stream=True)
+    stream = client.chat.completions.create(
+        model="qwen-native", messages=MESSAGES, temperature=0, max_tokens=24, stream=True
+    )
     merged = merge_stream(stream)
     straight = direct.chat.completions.create(model="any", messages=MESSAGES, temperature=0, max_tokens=24)
     assert merged.chunks > 2, "a streamed answer arrives in several chunks, not buffered whole"

@@ -13,8 +13,12 @@ from tests.realmodel.helpers import WEATHER_MESSAGES, WEATHER_PARAMETERS, check_
 
 pytestmark = pytest.mark.realmodel
 
-TOOL: dict[str, Any] = {"type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
-                        "parameters": WEATHER_PARAMETERS}
+TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the current weather in a city.",
+    "parameters": WEATHER_PARAMETERS,
+}
 INSTRUCTIONS = str(WEATHER_MESSAGES[0]["content"])
 QUESTION = str(WEATHER_MESSAGES[1]["content"])
 
@@ -22,8 +26,13 @@ QUESTION = str(WEATHER_MESSAGES[1]["content"])
 @pytest.mark.parametrize("model", ["qwen-hermes", "qwen-react"])
 @pytest.mark.parametrize("streamed", [False, True])
 def test_function_call_then_answer(client: OpenAI, model: str, streamed: bool) -> None:
-    params: dict[str, Any] = {"model": model, "instructions": INSTRUCTIONS, "tools": [TOOL], "temperature": 0,
-                              "max_output_tokens": 128}
+    params: dict[str, Any] = {
+        "model": model,
+        "instructions": INSTRUCTIONS,
+        "tools": [TOOL],
+        "temperature": 0,
+        "max_output_tokens": 128,
+    }
     if streamed:
         with client.responses.stream(input=QUESTION, **params) as stream:
             kinds = [event.type for event in stream]
@@ -36,12 +45,22 @@ def test_function_call_then_answer(client: OpenAI, model: str, streamed: bool) -
     assert calls[0].id.startswith("fc_") and calls[0].call_id
     check_weather_arguments(calls[0].arguments)
     assert not markup_in(first.output_text), first.output_text
-    result = {"type": "function_call_output", "call_id": calls[0].call_id,
-              "output": '{"city": "Paris", "temperature_c": 18, "conditions": "sunny"}'}
+    result = {
+        "type": "function_call_output",
+        "call_id": calls[0].call_id,
+        "output": '{"city": "Paris", "temperature_c": 18, "conditions": "sunny"}',
+    }
     # instructions are not carried over by previous_response_id (as at OpenAI): send them again
-    second = client.responses.create(previous_response_id=first.id, input=[result], model=model,
-                                     instructions=INSTRUCTIONS, tools=[TOOL], tool_choice="none", temperature=0,
-                                     max_output_tokens=128)
+    second = client.responses.create(
+        previous_response_id=first.id,
+        input=[result],
+        model=model,
+        instructions=INSTRUCTIONS,
+        tools=[TOOL],
+        tool_choice="none",
+        temperature=0,
+        max_output_tokens=128,
+    )
     assert second.status == "completed" and second.output_text.strip(), second
     assert not [item for item in second.output if item.type == "function_call"]
     assert not markup_in(second.output_text), second.output_text
