@@ -38,15 +38,18 @@ class ChunkFactory:
             factory.created = head["created"]
         return factory
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def _head(self) -> dict[str, Any]:
+        """What every chunk of this stream shares."""
         return {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "system_fingerprint": self.system_fingerprint,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**self._head(), "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     def role(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})
@@ -79,15 +82,7 @@ class ChunkFactory:
         return self._chunk({}, reason)
 
     def usage(self, usage: dict[str, int]) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": self.system_fingerprint,
-            "choices": [],
-            "usage": usage,
-        }
+        return {**self._head(), "choices": [], "usage": usage}
 
 
 def accumulate(chunks: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -143,34 +143,8 @@ async def complete(job: ChatJob) -> dict[str, Any]:
 
 async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
     """SSE bytes in whichever mode applies; falls back before anything was sent."""
-    fmt = job.emulation_format()
-    if fmt is None:
-        relay = native.stream(job.upstream, job.native_body(), job.info)
-        try:
-            first = await anext(relay, None)
-        except UpstreamHTTPError as err:
-            await relay.aclose()
-            if job.can_retry_without_tools(err):
-                async for piece in native.stream(job.upstream, job.without_tools_body(), job.info):
-                    yield piece
-                return
-            if not job.can_fall_back(err):
-                raise
-            job.remember_fallback()
-            fmt = job.resolved.rule.fallback_format
-        else:
-            if first is not None:
-                yield first
-            async for piece in relay:
-                yield piece
-            return
-    chunks = job.start_emulator(fmt).chunks()
-    try:
-        async for chunk in chunks:
-            yield REDACTOR.redact_bytes(encode_json(chunk))
-    finally:
-        await chunks.aclose()
-    yield DONE_BYTES
+    async for piece in _serve(job, lambda body: native.stream(job.upstream, body, job.info), _sse):
+        yield piece
 
 
 async def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
@@ -178,32 +152,67 @@ async def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
 
     Native answers are decoded (streamed) or split into chunks (not streamed); the fallbacks
     (``auto``, ``retry_without_tools``) happen before the first chunk, as in ``stream``."""
+    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[dict[str, Any], None]] = _closing
+    async for chunk in _serve(job, lambda body: _native_chunks(job, body), emulated):
+        yield chunk
+
+
+_NOT_PULLED: Any = object()  # the native source's first item has not been read yet
+_EXHAUSTED: Any = object()  # the native source ended before its first item
+
+
+async def _serve(
+    job: ChatJob,
+    open_native: Callable[[dict[str, Any]], AsyncGenerator[T, None]],
+    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[T, None]],
+) -> AsyncGenerator[T, None]:
+    """Items in whichever mode applies. Native first (for native and remembered-``auto`` rules); an
+    upstream that rejects the tools before the first item is retried without them
+    (``retry_without_tools``) or, for ``auto``, emulated with the fallback format."""
     fmt = job.emulation_format()
     if fmt is None:
-        source = _native_chunks(job, job.native_body())
+        source = open_native(job.native_body())
         try:
-            first = await anext(source, None)
+            first = await anext(source, _EXHAUSTED)
         except UpstreamHTTPError as err:
             await source.aclose()
             if job.can_retry_without_tools(err):
-                async for chunk in _native_chunks(job, job.without_tools_body()):
-                    yield chunk
-                return
-            if not job.can_fall_back(err):
+                source, first = open_native(job.without_tools_body()), _NOT_PULLED
+            elif job.can_fall_back(err):
+                job.remember_fallback()
+                fmt = job.resolved.rule.fallback_format
+            else:
                 raise
-            job.remember_fallback()
-            fmt = job.resolved.rule.fallback_format
-        else:
-            try:
-                if first is not None:
-                    yield first
-                async for chunk in source:
-                    yield chunk
-            finally:
-                await source.aclose()
+        if fmt is None:
+            async for item in _relay(first, source):
+                yield item
             return
     job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
-    chunks = job.start_emulator(fmt).chunks()
+    async for item in emulated(job.start_emulator(fmt).chunks()):
+        yield item
+
+
+async def _relay(first: Any, source: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """The native source's items, the first one already read (or not); always closed."""
+    try:
+        if first is not _NOT_PULLED and first is not _EXHAUSTED:
+            yield first
+        if first is not _EXHAUSTED:
+            async for item in source:
+                yield item
+    finally:
+        await source.aclose()
+
+
+async def _sse(chunks: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+    """Emulated chunks as SSE events (configured secrets masked), then ``[DONE]``."""
+    async for chunk in _closing(chunks):
+        yield REDACTOR.redact_bytes(encode_json(chunk))
+    yield DONE_BYTES
+
+
+async def _closing(chunks: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """``chunks`` as they are, closed however the consumer stops (the upstream with them)."""
     try:
         async for chunk in chunks:
             yield chunk
