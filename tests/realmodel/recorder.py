@@ -99,6 +99,8 @@ class RecordingRelay:
         asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()  # else its self-pipe sockets leak (ResourceWarning at the end of the session)
 
     def clear(self) -> None:
         """Forget earlier exchanges (each test looks only at its own)."""
