@@ -9,7 +9,7 @@ Label values are bounded: ``model`` is a rule's match pattern or ``other`` (``co
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -36,6 +36,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._multiprocess = multiprocess_dir() is not None
         if not self._multiprocess:
             self._add_process_collectors()
@@ -133,65 +134,74 @@ class Metrics:
 
     # ---- recording: label tuples are built here and nowhere else ------------------------------
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: prometheus-client's lookup (locks, validation) was the
+        proxy's most expensive call per request (bench/overhead.py --profile). Label values are bounded."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def request_started(self, info: RequestInfo) -> None:
         """A counted request is being served: raise the in-flight gauge (once)."""
         if info.in_flight is None:
             info.in_flight = _flag(info.stream)
-            self.in_flight.labels(info.in_flight).inc()
+            self._child(self.in_flight, info.in_flight).inc()
 
     def request_finished(self, info: RequestInfo, status: int, duration: float) -> None:
         """Lower the gauge; count the request, its latency, first token and tokens."""
         if info.in_flight is not None:
-            self.in_flight.labels(info.in_flight).dec()
+            self._child(self.in_flight, info.in_flight).dec()
             info.in_flight = None
         if not info.counted:
             return
         stream, outcome = _flag(info.stream), info.error_code or f"{status // 100}xx"
-        self.requests.labels(info.model, info.tool_mode, stream, outcome).inc()
-        self.endpoint_requests.labels(info.endpoint, outcome).inc()
-        self.request_duration.labels(info.model, info.tool_mode, stream).observe(duration)
+        self._child(self.requests, info.model, info.tool_mode, stream, outcome).inc()
+        self._child(self.endpoint_requests, info.endpoint, outcome).inc()
+        self._child(self.request_duration, info.model, info.tool_mode, stream).observe(duration)
         if info.stream and info.first_token is not None:
-            self.ttft.labels(info.model, info.tool_mode).observe(info.first_token - info.started)
+            self._child(self.ttft, info.model, info.tool_mode).observe(info.first_token - info.started)
         if info.prompt_tokens:
-            self.prompt_tokens.labels(info.model).inc(info.prompt_tokens)
+            self._child(self.prompt_tokens, info.model).inc(info.prompt_tokens)
         if info.completion_tokens:
-            self.completion_tokens.labels(info.model).inc(info.completion_tokens)
+            self._child(self.completion_tokens, info.model).inc(info.completion_tokens)
 
     def record_policies(self, model: str, actions: list[str]) -> None:
         for action in actions:
-            self.policy_actions.labels(model, action).inc()
+            self._child(self.policy_actions, model, action).inc()
 
     def record_reask(self, model: str, reason: str) -> None:
-        self.reasks.labels(model, reason).inc()
+        self._child(self.reasks, model, reason).inc()
 
     def record_fallback(self, model: str) -> None:
-        self.auto_fallbacks.labels(model).inc()
+        self._child(self.auto_fallbacks, model).inc()
 
     def record_cut(self, model: str, fmt: str, tokens_saved: int) -> None:
-        self.stream_cuts.labels(model, fmt).inc()
+        self._child(self.stream_cuts, model, fmt).inc()
         if tokens_saved > 0:
-            self.tokens_saved.labels(model).inc(tokens_saved)
+            self._child(self.tokens_saved, model).inc(tokens_saved)
 
     def record_emulation(self, model: str, fmt: str, tally: Tally) -> None:
         """One emulated answer: its calls, each block's parse outcome, repairs, sanitized markup."""
         if tally.calls:
-            self.tool_calls.labels(model, fmt).inc(tally.calls)
+            self._child(self.tool_calls, model, fmt).inc(tally.calls)
         for outcome in tally.parse_outcomes:
-            self.tool_parse.labels(model, fmt, outcome).inc()
+            self._child(self.tool_parse, model, fmt, outcome).inc()
         for kind in tally.repairs:
-            self.tool_repairs.labels(model, fmt, kind).inc()
+            self._child(self.tool_repairs, model, fmt, kind).inc()
         if tally.sanitized:
-            self.markup_sanitized.labels(model, fmt).inc(tally.sanitized)
+            self._child(self.markup_sanitized, model, fmt).inc(tally.sanitized)
 
     def record_reload(self, ok: bool) -> None:
-        self.rules_reloads.labels("ok" if ok else "error").inc()
+        self._child(self.rules_reloads, "ok" if ok else "error").inc()
 
     def observe_upstream(self, upstream: str, outcome: str, seconds: float, status: int | None) -> None:
         """The upstream clients' observer hook."""
-        self.upstream_requests.labels(upstream, outcome).inc()
-        self.upstream_duration.labels(upstream, outcome).observe(seconds)
+        self._child(self.upstream_requests, upstream, outcome).inc()
+        self._child(self.upstream_duration, upstream, outcome).observe(seconds)
         if status is not None:
-            self.upstream_errors.labels(upstream, str(status)).inc()
+            self._child(self.upstream_errors, upstream, str(status)).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text: this registry, or every worker's files in multiprocess mode."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -92,8 +93,11 @@ class Settings(BaseModel):
         )
 
 
+@lru_cache(maxsize=512)
 def is_loopback(host: str) -> bool:
-    """``127.0.0.0/8``, ``::1`` and ``localhost``; anything else (``0.0.0.0`` included) is not."""
+    """``127.0.0.0/8``, ``::1`` and ``localhost``; anything else (``0.0.0.0`` included) is not.
+
+    Asked for every request's ``Host``: cached (bounded), as parsing an address is not free."""
     if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
         return True
     try:
