@@ -77,6 +77,8 @@ async def read_json(request: web.Request) -> Any:
             "We could not parse the JSON body of your request. (HINT: This likely means you "
             "aren't using your HTTP library correctly.)"
         ) from None
+    except RecursionError:
+        raise InvalidRequest("The JSON body is nested too deeply.") from None
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:

@@ -494,3 +494,25 @@ async def test_wrong_method_or_unknown_path_is_404(start_proxy: Any, method: str
         assert resp.status == 404
         err = assert_error(await resp.json(), code="not_found", type_="invalid_request_error")
     assert f"{method} {path}" in err["message"]
+
+
+async def test_deeply_nested_json_is_a_400_not_a_500(start_proxy: Any) -> None:
+    proxy = await start_proxy()
+    body = '{"a": ' * 5000 + "1" + "}" * 5000
+    status, answer = await post(
+        proxy.base_url + "/chat/completions", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert status == 400
+    assert_error(answer, code="invalid_request", type_="invalid_request_error")
+
+
+async def test_lone_surrogate_escape_is_served_and_sent_on_as_valid_json(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await start_proxy()
+    body = '{"model": "m", "messages": [{"role": "user", "content": "a\\ud800b"}]}'
+    status, _ = await post(
+        proxy.base_url + "/chat/completions", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert status == 200
+    assert fake_upstream.requests[0]["messages"][0]["content"] == "a\ud800b"
