@@ -258,7 +258,7 @@ async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, m
     info = request_info(request)
     upstream = request.app[STATE].runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    body = json.dumps({**raw, "model": resolved.upstream_model(model)}).encode()
+    body = dumps({**raw, "model": resolved.upstream_model(model)})
     path = request.path.removeprefix("/v1")
     upstream_resp = await upstream.forward(request.method, path, body, "application/json")
     try:

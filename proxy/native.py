@@ -7,13 +7,13 @@ usage; an odd one is relayed all the same (native mode does not judge the upstre
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from .context import RequestInfo
 from .delta import Payload, decode, parse_payload
 from .errors import UpstreamProtocolError
+from .jsoncodec import dumps
 from .redact import REDACTOR
 from .sse import DONE_BYTES, encode
 from .upstream import Upstream
@@ -32,7 +32,7 @@ async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) ->
     try:
         async for payload in upstream_stream:
             _note(payload, info)
-            yield encode(REDACTOR.redact(payload if isinstance(payload, str) else _dumps(payload)))
+            yield encode(REDACTOR.redact(payload if isinstance(payload, str) else dumps(payload).decode()))
         yield DONE_BYTES
     finally:
         await upstream_stream.aclose()
@@ -73,10 +73,6 @@ def _note(payload: Payload, info: RequestInfo) -> None:
     info.note_usage(delta.usage)
     if delta.has_output:
         info.mark_first_token()
-
-
-def _dumps(chunk: dict[str, Any]) -> str:
-    return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
 
 
 def _new_calls(chunk: dict[str, Any]) -> int:

@@ -120,29 +120,18 @@ class ResponseAssembler:
     # ---- items ----------------------------------------------------------------------------
 
     def _reasoning(self, text: str, out: list[Event]) -> None:
-        item = self._open_item("reasoning", out)
-        item.text.append(text)
-        out.append(
-            self._event(
-                "response.reasoning_text.delta",
-                item_id=item.item["id"],
-                output_index=item.index,
-                content_index=0,
-                delta=text,
-            )
-        )
+        self._text_delta("reasoning", "response.reasoning_text.delta", text, out)
 
     def _content(self, text: str, out: list[Event]) -> None:
-        item = self._open_item("message", out)
+        self._text_delta("message", "response.output_text.delta", text, out, logprobs=[])
+
+    def _text_delta(self, kind: str, event_type: str, text: str, out: list[Event], **extra: Any) -> None:
+        """Text into the open item of ``kind`` (opened if needed), as one delta event."""
+        item = self._open_item(kind, out)
         item.text.append(text)
         out.append(
             self._event(
-                "response.output_text.delta",
-                item_id=item.item["id"],
-                output_index=item.index,
-                content_index=0,
-                delta=text,
-                logprobs=[],
+                event_type, item_id=item.item["id"], output_index=item.index, content_index=0, delta=text, **extra
             )
         )
 
