@@ -54,7 +54,7 @@ from enum import Enum, IntEnum, auto
 from typing import Any
 
 from ._args import parse_json_lenient
-from ._calls import CallSlots
+from ._calls import CallSlots, truncated
 from ._caret_header import BLOCK_SCALARS, Header
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
@@ -353,7 +353,7 @@ class CaretParser:
         if self._state is _State.HEADER and self._block is not None and self._block.line:
             line = "".join(self._block.line)
             self._block.line.clear()
-            if _open_quote(line):
+            if _open_quote(line) and not truncated(finish_reason):  # at length, the truncation rule says it
                 self._block.head.append(line)
                 self._calls.fail(self._block.raw(), "tool block ends inside a quoted value")
                 self._block = None
