@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UpstreamProtocolError
-from .redact import short_upstream_message
+from .errors import UpstreamProtocolError, stream_error
 
 Payload = str | dict[str, Any]
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -49,12 +48,21 @@ def parse_payload(payload: Payload) -> dict[str, Any]:
     return chunk
 
 
+def well_formed(chunk: dict[str, Any]) -> dict[str, Any]:
+    """``chunk`` with a ``choices`` that is a list of objects: another value (``"choices": 5``) or
+    item is left out, so a front end that iterates the choices cannot fail on it."""
+    choices = chunk.get("choices")
+    if choices is None or (isinstance(choices, list) and all(isinstance(c, dict) for c in choices)):
+        return chunk
+    kept = [c for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
+    return {**chunk, "choices": kept}
+
+
 def decode(chunk: Mapping[str, Any]) -> Delta:
     """The ``Delta`` of a chunk (or of a whole non-streamed completion); error events raise."""
     error = chunk.get("error")
     if isinstance(error, dict | str):
-        message = error.get("message", "upstream error") if isinstance(error, dict) else error
-        raise UpstreamProtocolError(f"upstream failed mid-stream: {short_upstream_message(str(message), 502)}")
+        raise stream_error(chunk)
     usage = _usage(chunk.get("usage"))
     choices = chunk.get("choices")
     first = choices[0] if isinstance(choices, list) and choices else None

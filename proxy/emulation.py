@@ -28,7 +28,7 @@ from .errors import NoValidToolCall
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
-from .upstream import Upstream, UpstreamStream
+from .upstream import Upstream, UpstreamStream, open_stream
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Emulator:
         self.include_usage = include_usage
         self.dumps = dumps
         self.log_content = log_content and log.isEnabledFor(logging.DEBUG)
-        self._pending_start: list[Chunk] = []  # the role chunk, held while a demanded call is awaited
+        self._pending_start: list[Chunk] = []  # the role chunk, held until there is output
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
             wants_call=plan.wants_call,
@@ -80,15 +80,13 @@ class Emulator:
         extra: list[dict[str, Any]] = []
         repairs_left, required_left = self.rule.max_repair_retries, self.rule.max_required_retries
         attempt_no = 0
-        # A demanded call that never comes is an error, so nothing is sent before there is output.
-        self._pending_start = self.builder.start() if self.plan.wants_call else []
+        # Nothing is sent before there is output: a demanded call that never comes is an error, and
+        # an upstream that fails (or sends no first token in time) before it is an HTTP status.
+        self._pending_start = self.builder.start()
         while True:
             attempt = Attempt(can_repair=repairs_left > 0)
-            upstream_stream = await self.upstream.stream(self._body(extra))
+            upstream_stream = await open_stream(self.upstream, self._body(extra), self.rule.first_token_timeout)
             try:
-                if attempt_no == 0 and not self.plan.wants_call:
-                    for chunk in self.builder.start():
-                        yield chunk
                 async for chunk in self._read(upstream_stream, attempt):
                     yield chunk
             finally:

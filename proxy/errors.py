@@ -15,18 +15,26 @@
         ├── UpstreamUnavailable     502 upstream_unreachable      (also a ConnectionError): no connection
         ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
         ├── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
+        │   └── FirstTokenTimeout   504 first_token_timeout: headers came, no token did (the rule's limit)
         └── NoValidToolCall         502 no_valid_tool_call: tool_choice demanded a call and the
                                         model answered without one (after the re-asks)
 
-Code raises these; ``render_error`` turns any exception into (status, body, metric label, log
-level), for the middleware and for streams alike. Nothing else builds error bodies. Messages
-never contain secrets: upstream bodies are reduced to their ``message`` field.
+Code raises these; ``render_error`` turns any exception into (status, body, headers, metric
+label, log level), for the middleware and for streams alike. Nothing else builds error bodies.
+Messages never contain secrets: upstream bodies are reduced to their ``message`` field.
+
+Retry advice: every error answer says whether a retry makes sense, in the header the OpenAI SDKs
+read (``x-should-retry``): ``false`` for the deterministic 4xx (the same request fails the same
+way), ``true`` for 408/409/429 and 5xx. An upstream's ``Retry-After`` on a 429/503 is passed on.
+The proxy itself never retries once the client has a byte, so clients are the one retry layer.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,9 +119,17 @@ class UpstreamHTTPError(UpstreamError):
     code: str | None = "upstream_error"
 
     def __init__(
-        self, status: int, message: str, *, type: str | None = None, code: str | None = None, param: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message, status=status, type=type or _type_for_status(status), code=code, param=param)
+        self.retry_after = retry_after or {}  # the upstream's Retry-After headers, passed to the client
 
 
 class UpstreamProtocolError(UpstreamError):
@@ -142,6 +158,12 @@ class UpstreamTimeout(UpstreamError, TimeoutError):
     code = "upstream_timeout"
 
 
+class FirstTokenTimeout(UpstreamTimeout):
+    """The upstream answered (or is still connecting) but sent no token within ``first_token_timeout``."""
+
+    code = "first_token_timeout"
+
+
 class NoValidToolCall(UpstreamError):
     """``tool_choice`` required a call; the model still answered without a valid one."""
 
@@ -165,11 +187,12 @@ def _type_for_status(status: int) -> str:
     return "invalid_request_error" if 400 <= status < 500 else "upstream_error"
 
 
-def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
+def upstream_http_error(status: int, raw: bytes | str, headers: Mapping[str, str] | None = None) -> UpstreamHTTPError:
     """Turn an upstream error response into an error in OpenAI shape, keeping its message.
 
     Accepts OpenAI's ``{"error": {...}}``, ``{"error": "text"}``, ``{"detail": ...}`` (FastAPI,
-    llama.cpp), ``{"message": ...}`` and plain text, which is truncated.
+    llama.cpp), ``{"message": ...}`` and plain text, which is truncated. ``headers``: the
+    response's, for its ``Retry-After``.
     """
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     message, err_type, code, param = text.strip()[:2000] or f"upstream returned HTTP {status}", None, None, None
@@ -189,10 +212,54 @@ def upstream_http_error(status: int, raw: bytes | str) -> UpstreamHTTPError:
             keep_null_code = "error" in data and "code" in err and err["code"] is None
         elif isinstance(err, str):
             message = err
-    error = UpstreamHTTPError(status, short_upstream_message(message, status), type=err_type, code=code, param=param)
+    error = UpstreamHTTPError(
+        status,
+        short_upstream_message(message, status),
+        type=err_type,
+        code=code,
+        param=param,
+        retry_after=retry_after_headers(status, headers),
+    )
     if keep_null_code:  # an OpenAI-shaped upstream error said code: null; relay it as it was
         error.code = None
     return error
+
+
+_RETRY_AFTER = ("retry-after", "retry-after-ms")
+_RETRY_AFTER_VALUE = re.compile(r"[0-9A-Za-z ,:.+-]{1,64}")  # seconds, milliseconds or an HTTP date
+
+
+def retry_after_headers(status: int, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The upstream's ``Retry-After`` (and OpenAI's ``retry-after-ms``) on a 429/503, when well-formed."""
+    if status not in (429, 503) or not headers:
+        return {}
+    found = {}
+    for name in _RETRY_AFTER:
+        value = headers.get(name)
+        if isinstance(value, str) and _RETRY_AFTER_VALUE.fullmatch(value.strip()):
+            found[name] = value.strip()
+    return found
+
+
+def stream_error(data: str | Mapping[str, Any]) -> UpstreamProtocolError:
+    """An error event in an upstream stream, with the upstream's message (scrubbed).
+
+    Takes OpenAI's ``{"error": {...}}`` / ``{"error": "text"}`` chunk, llama.cpp's ``error:``
+    field (``{"code": 500, "message": ..., "type": ...}``), or the event's raw text."""
+    value: Any = data
+    if isinstance(data, str):
+        try:
+            value = json.loads(data)
+        except ValueError:
+            value = data
+    if isinstance(value, Mapping) and "error" in value:
+        value = value["error"]
+    if isinstance(value, Mapping):
+        found = value.get("message") or value.get("detail") or value.get("msg")
+        message = _stringify(found) if found is not None else "upstream error"
+    else:
+        message = _stringify(value) or "upstream error"
+    return UpstreamProtocolError(f"upstream failed mid-stream: {short_upstream_message(message, 502)}")
 
 
 def _stringify(value: Any) -> str:
@@ -205,6 +272,7 @@ class ErrorView:
 
     status: int
     body: dict[str, Any]
+    headers: dict[str, str]  # retry advice (x-should-retry, the upstream's Retry-After)
     label: str
     level: int
     error: ProxyError
@@ -223,7 +291,19 @@ def render_error(exc: BaseException) -> ErrorView:
         err, level = exc, logging.INFO if exc.status < 500 else logging.WARNING
     else:
         err, level = ProxyError(_INTERNAL), logging.ERROR
-    return ErrorView(err.status, err.body(), err.code or f"{err.status // 100}xx", level, err)
+    return ErrorView(err.status, err.body(), retry_headers(err), err.code or f"{err.status // 100}xx", level, err)
+
+
+def retry_headers(err: ProxyError) -> dict[str, str]:
+    """Whether a client should retry, as the OpenAI SDKs read it, and when (the upstream's Retry-After).
+
+    Deterministic refusals (400, 401, 403, 404, 413, 422, ...) say ``false``: the SDK's default
+    retries would only repeat them. 408, 409, 429 and 5xx (timeouts, an unreachable upstream) say ``true``."""
+    retry = err.status in (408, 409, 429) or err.status >= 500
+    headers = {"x-should-retry": "true" if retry else "false"}
+    if isinstance(err, UpstreamHTTPError):
+        headers.update(err.retry_after)
+    return headers
 
 
 def http_status_error(status: int, reason: str | None, method: str = "", path: str = "") -> ProxyError:

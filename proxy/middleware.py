@@ -44,7 +44,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         raise
     except web.HTTPException as exc:  # the router's refusals (unknown path, wrong method)
         view = render_error(http_status_error(exc.status, exc.reason, request.method, request.path))
-        response = web.json_response(view.body, status=view.status)
+        response = web.json_response(view.body, status=view.status, headers=view.headers)
     except Exception as exc:
         view = render_error(exc)
         if view.level >= logging.ERROR:
@@ -59,7 +59,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
             )
         if isinstance(exc, ProxyError) and info.error_code is None:
             info.error_code = view.label
-        response = web.json_response(view.body, status=view.status)
+        response = web.json_response(view.body, status=view.status, headers=view.headers)
     if not response.prepared:
         response.headers["X-Request-Id"] = rid
     _finish(request, info, response.status)

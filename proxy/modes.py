@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 from . import native
 from .chunks import ChunkFactory, accumulate, split_completion
 from .context import RequestInfo
+from .delta import well_formed
 from .dumps import DEFAULT_DUMP_DIR, DumpWriter
 from .emulation import Emulator
-from .errors import DeadlineExceeded, UpstreamHTTPError
+from .errors import DeadlineExceeded, UpstreamHTTPError, UpstreamProtocolError
 from .formats import get_format
 from .metrics import Metrics
 from .redact import REDACTOR
@@ -143,7 +144,8 @@ async def complete(job: ChatJob) -> dict[str, Any]:
 
 async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
     """SSE bytes in whichever mode applies; falls back before anything was sent."""
-    async for piece in _serve(job, lambda body: native.stream(job.upstream, body, job.info), _sse):
+    limit = job.resolved.rule.first_token_timeout
+    async for piece in _serve(job, lambda body: native.stream(job.upstream, body, job.info, limit), _sse):
         yield piece
 
 
@@ -222,10 +224,13 @@ async def _closing(chunks: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
 
 async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
     if not job.turn.stream:
-        for chunk in split_completion(await native.complete(job.upstream, body, job.info)):
+        completion = await native.complete(job.upstream, body, job.info)
+        if not isinstance(completion.get("choices"), list):  # read as an empty answer otherwise
+            raise UpstreamProtocolError(f"upstream '{job.upstream.name}' returned a body that is not a chat completion")
+        for chunk in split_completion(well_formed(completion)):
             yield chunk
         return
-    async for chunk in native.chunks(job.upstream, body, job.info):
+    async for chunk in native.chunks(job.upstream, body, job.info, job.resolved.rule.first_token_timeout):
         yield chunk
 
 

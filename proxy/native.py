@@ -1,8 +1,11 @@
 """Native mode: the request goes upstream as the client sent it (model renamed if the rule says so).
 
 Streams are relayed event by event as they arrive, never buffered whole; the bytes of each
-event's payload are not touched. Payloads are decoded only to find the first token and the
-usage; an odd one is relayed all the same (native mode does not judge the upstream).
+event's payload are not touched. Each payload must be a JSON object (the SDKs parse every
+event): one that is not, or an error event, ends the stream with an OpenAI error event carrying
+the upstream's message (scrubbed), never relayed as it is. An odd-shaped object is relayed all
+the same (native mode does not judge the answer). With a ``first_token_timeout``, events before
+the first token (the role chunk) are held, so a timeout before it is a clean 504.
 """
 
 from __future__ import annotations
@@ -11,12 +14,11 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from .context import RequestInfo
-from .delta import Payload, decode, parse_payload
-from .errors import UpstreamProtocolError
+from .delta import Delta, decode, parse_payload, well_formed
 from .jsoncodec import dumps
 from .redact import REDACTOR
 from .sse import DONE_BYTES, encode
-from .upstream import Upstream
+from .upstream import Upstream, open_stream
 
 
 async def complete(upstream: Upstream, body: dict[str, Any], info: RequestInfo) -> dict[str, Any]:
@@ -26,13 +28,24 @@ async def complete(upstream: Upstream, body: dict[str, Any], info: RequestInfo) 
     return result
 
 
-async def stream(upstream: Upstream, body: dict[str, Any], info: RequestInfo) -> AsyncGenerator[bytes, None]:
+async def stream(
+    upstream: Upstream, body: dict[str, Any], info: RequestInfo, first_token_timeout: float | None = None
+) -> AsyncGenerator[bytes, None]:
     """SSE bytes for the client; closes the upstream when the consumer stops early."""
-    upstream_stream = await upstream.stream(body)
+    upstream_stream = await open_stream(upstream, body, first_token_timeout)
+    held: list[bytes] = []  # events before the first token, while a first-token limit runs
     try:
         async for payload in upstream_stream:
-            _note(payload, info)
-            yield encode(REDACTOR.redact(payload if isinstance(payload, str) else dumps(payload).decode()))
+            delta = _note(parse_payload(payload), info)
+            event = encode(REDACTOR.redact(payload if isinstance(payload, str) else dumps(payload).decode()))
+            if first_token_timeout is not None and info.first_token is None and delta.finish_reason is None:
+                held.append(event)
+                continue
+            if held:
+                event, held = b"".join([*held, event]), []
+            yield event
+        if held:
+            yield b"".join(held)
         yield DONE_BYTES
     finally:
         await upstream_stream.aclose()
@@ -42,12 +55,15 @@ async def chunks(
     upstream: Upstream,
     body: dict[str, Any],
     info: RequestInfo,
+    first_token_timeout: float | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """The stream decoded into chunk dicts (for a front end that re-shapes them); closes the upstream."""
-    upstream_stream = await upstream.stream(body)
+    """The stream decoded into chunk dicts (for a front end that re-shapes them); closes the upstream.
+
+    A chunk's ``choices`` that is not a list of objects is read as empty (a front end iterates it)."""
+    upstream_stream = await open_stream(upstream, body, first_token_timeout)
     try:
         async for payload in upstream_stream:
-            chunk = parse_payload(payload)
+            chunk = well_formed(parse_payload(payload))
             delta = decode(chunk)
             info.note_usage(delta.usage)
             if delta.has_output:
@@ -59,20 +75,15 @@ async def chunks(
         await upstream_stream.aclose()
 
 
-def _note(payload: Payload, info: RequestInfo) -> None:
-    """The stream's head, its first token and its usage, without changing what is relayed."""
-    if info.first_token is not None and isinstance(payload, str) and '"usage"' not in payload:
-        return  # the common case, decided without parsing
-    try:
-        chunk = parse_payload(payload)
-        delta = decode(chunk)
-    except UpstreamProtocolError:
-        return
+def _note(chunk: dict[str, Any], info: RequestInfo) -> Delta:
+    """The stream's head, its first token and its usage; an error event raises (``decode``)."""
+    delta = decode(chunk)
     if info.stream_head is None:
         info.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
     info.note_usage(delta.usage)
     if delta.has_output:
         info.mark_first_token()
+    return delta
 
 
 def _new_calls(chunk: dict[str, Any]) -> int:
@@ -85,7 +96,8 @@ def _new_calls(chunk: dict[str, Any]) -> int:
 
 def _count_calls(result: dict[str, Any]) -> int:
     total = 0
-    for choice in result.get("choices") or ():
+    choices = result.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         message = choice.get("message") if isinstance(choice, dict) else None
         if isinstance(message, dict) and isinstance(message.get("tool_calls"), list):
             total += len(message["tool_calls"])

@@ -111,6 +111,8 @@ class ModelRule(_Strict):
     tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
+    # seconds from the request until the upstream's first token (None: only read_timeout bounds the wait)
+    first_token_timeout: float | None = Field(None, gt=0)
     # the Responses API: send /v1/responses as it is (model renamed) to an upstream that has its own
     responses_passthrough: bool = False
     # tools that are not functions (web_search, namespace, custom, ...): a 400 naming the type, or left out

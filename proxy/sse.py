@@ -5,6 +5,8 @@ lines end in CRLF, LF or CR (only those: not U+2028, unlike ``str.splitlines``);
 ``data:`` lines join with ``\\n``; lines starting with ``:`` are comments; an empty line
 dispatches the event. It takes already-decoded text in chunks split anywhere and keeps only
 the unfinished line and the event being built, so work is linear in the stream length.
+One addition: llama.cpp writes a failure as an ``error:`` line (not ``data:``), which the
+standard would drop with its message; it becomes an event named ``error``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class SSEDecoder:
             value = value[1:]
         if field == "data":
             self._data.append(value)
+        elif field == "error":  # llama.cpp's error event: keep its message
+            self._data.append(value)
+            self._event = "error"
         elif field == "event":
             self._event = value
 

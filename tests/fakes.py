@@ -24,7 +24,9 @@ class Reply:
     pieces: Sequence[str | bytes] = ()  # raw SSE bytes to write (stream)
     delay: float = 0.0  # seconds between pieces
     hang: float = 0.0  # sleep before answering
+    stall: tuple[int, float] = (0, 0.0)  # (pieces, seconds): sleep that long after writing that many pieces
     content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After, ...)
 
 
 @dataclass
@@ -57,7 +59,7 @@ class FakeUpstream:
         if reply.hang:
             await asyncio.sleep(reply.hang)
         if not reply.pieces:
-            headers = {"Content-Type": reply.content_type} if reply.content_type else None
+            headers = {**reply.headers, **({"Content-Type": reply.content_type} if reply.content_type else {})}
             if isinstance(reply.body, str | bytes):
                 return web.Response(status=reply.status, body=reply.body, headers=headers)
             return web.json_response(reply.body, status=reply.status, headers=headers)
@@ -68,13 +70,15 @@ class FakeUpstream:
         self.disconnected.append(False)
         self.pieces_sent.append(0)
         resp = web.StreamResponse(
-            status=reply.status, headers={"Content-Type": reply.content_type or "text/event-stream"}
+            status=reply.status, headers={**reply.headers, "Content-Type": reply.content_type or "text/event-stream"}
         )
         await resp.prepare(request)
         try:
-            for piece in reply.pieces:
+            for n, piece in enumerate(reply.pieces):
                 if reply.delay:
                     await asyncio.sleep(reply.delay)
+                if reply.stall[1] and n == reply.stall[0]:
+                    await asyncio.sleep(reply.stall[1])
                 await resp.write(piece.encode() if isinstance(piece, str) else piece)
                 self.pieces_sent[index] += 1
             await resp.write_eof()

@@ -6,6 +6,7 @@ the key still comes from the environment variable the rules name.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -68,3 +69,39 @@ async def test_litellm_upstream_error_keeps_status(litellm_proxy: Any, fake_upst
             await c.chat.completions.create(model="claude-ish", messages=MESSAGES)
     assert "context too long" in info.value.message
     assert KEY not in str(info.value.body)
+
+
+# --- one retry layer: the client's (issue 16, item 5) ------------------------------------------
+
+
+async def test_litellm_does_not_retry_each_client_attempt(litellm_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    """The SDK's default 2 retries make 3 upstream requests, not 9: litellm's own retries are off.
+    The upstream's retry-after-ms reaches the SDK, which waits that long instead of its backoff."""
+    error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+    fake_upstream.script(Reply(status=503, body=error, headers={"retry-after-ms": "10"}))
+    async with openai.AsyncOpenAI(base_url=litellm_proxy.base_url, api_key="x") as c:  # max_retries=2
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError) as info:
+            await c.chat.completions.create(model="claude-ish", messages=MESSAGES)
+    assert len(fake_upstream.requests) == 3
+    assert info.value.response.headers["x-should-retry"] == "true"
+    assert info.value.response.headers["retry-after-ms"] == "10"
+    assert time.monotonic() - started < 1.5  # 10 ms waits, not the SDK's 0.5 s + 1 s backoff
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_litellm_hung_upstream_fails_in_one_timeout(
+    start_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("LITELLM_TEST_KEY", KEY)
+    fake_upstream.script(Reply(hang=5, body=completion("late")))
+    extra = {"provider": "litellm", "api_key_env": "LITELLM_TEST_KEY", "read_timeout": 0.5}
+    proxy = await start_proxy(models=MODELS, upstream_extra=extra)
+    started = time.monotonic()
+    async with client(proxy) as c:
+        with pytest.raises(openai.APIStatusError) as info:
+            await c.chat.completions.create(model="claude-ish", messages=MESSAGES, stream=stream)
+    assert info.value.status_code == 504 and info.value.code == "upstream_timeout"
+    assert len(fake_upstream.requests) == 1
+    assert time.monotonic() - started < 2.5

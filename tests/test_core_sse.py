@@ -39,6 +39,11 @@ CASES: list[tuple[str, str, list[SSEEvent]]] = [
     ("multi-line data", "data: one\ndata: two\r\ndata:three\n\n", [SSEEvent("one\ntwo\nthree")]),
     ("comments", ": keep-alive\n\n: x\ndata: a\n: y\n\n", [SSEEvent("a")]),
     ("event field", "event: error\ndata: {}\n\ndata: z\n\n", [SSEEvent("{}", "error"), SSEEvent("z")]),
+    (
+        "llama.cpp error field",
+        'data: {"a":1}\n\nerror: {"code":500,"message":"boom"}\n\n',
+        [SSEEvent('{"a":1}'), SSEEvent('{"code":500,"message":"boom"}', "error")],
+    ),
     ("no space after colon", "data:x\n\n", [SSEEvent("x")]),
     ("only the first space stripped", "data:  x \n\n", [SSEEvent(" x ")]),
     ("field without colon", "data\n\n", [SSEEvent("")]),

@@ -38,7 +38,9 @@ an index and does not count toward ``max_calls``.
 
 At ``close()`` an open block is completed (the server may have left the stop sequence
 ``\\n^^^\\n`` out) unless the finish reason is ``length`` or ``content_filter``, which makes it
-``Malformed`` (the truncation rule of ``_calls``, which also owns call slots and the cut).
+``Malformed`` (the truncation rule of ``_calls``, which also owns call slots and the cut). So is a
+block whose last header line ends inside a quoted value (``city: "Par``): it was cut, as hermes's
+block that ends inside a JSON string.
 Rendering (``CaretFormat``) writes exactly what the parser reads back.
 """
 
@@ -52,7 +54,7 @@ from enum import Enum, IntEnum, auto
 from typing import Any
 
 from ._args import parse_json_lenient
-from ._calls import CallSlots
+from ._calls import CallSlots, truncated
 from ._caret_header import BLOCK_SCALARS, Header
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
@@ -135,6 +137,26 @@ class _Block:
 
     def content(self) -> str | None:
         return "".join(self.body)[1:] if self.body is not None else None
+
+
+_QUOTED_START = re.compile(r'[^:"]+:[ \t]*"')
+
+
+def _open_quote(line: str) -> bool:
+    """``key: "...`` without its closing quote (backslash escapes aside): the output was cut in it."""
+    start = _QUOTED_START.match(line)
+    if start is None:
+        return False
+    rest = line[start.end() :].rstrip("\r")
+    escaped = False
+    for ch in rest:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            return False
+    return True
 
 
 def _close_len(data: str, at: int, eof: bool) -> int:
@@ -331,6 +353,11 @@ class CaretParser:
         if self._state is _State.HEADER and self._block is not None and self._block.line:
             line = "".join(self._block.line)
             self._block.line.clear()
+            if _open_quote(line) and not truncated(finish_reason):  # at length, the truncation rule says it
+                self._block.head.append(line)
+                self._calls.fail(self._block.raw(), "tool block ends inside a quoted value")
+                self._block = None
+                return
             self._header_line(line)  # `^^^` closes the block, `^^^name` opens the next
         block = self._block
         if self._state not in (_State.HEADER, _State.BODY) or block is None:

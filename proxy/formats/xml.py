@@ -36,7 +36,8 @@ Parser states (``_State``, one ``_step_*`` method each, see ``XmlParser._steps``
 * DONE: all input ignored.
 
 At ``close("stop")`` an open block whose params are all closed is completed (the server may have stopped
-before ``</tool:NAME>``); so is an unclosed last param when nothing in it looks like markup. With ``"length"``
+before ``</tool:NAME>``); so is a last param that ends in (part of) its close tag. One that simply stops
+(``<param:city>Par``) was cut off, not closed (no stop sequence ends inside a block): Malformed. With ``"length"``
 or ``"content_filter"`` an open block is Malformed (the truncation rule of ``_calls``). Unknown tools get no
 ToolCallStart: the block becomes Malformed without an index. Call slots, the cut and finishing a call: ``_calls``.
 """
@@ -461,6 +462,8 @@ class XmlParser:
                 if value.endswith(close[:size]):
                     value = value[:-size]
                     break
+            else:
+                return None  # the value just stops: cut off (``{"city": "Par"}`` is no call)
         if "<param:" in value or "</tool:" in value:
             return None
         return trim_value(value)

@@ -8,7 +8,7 @@ upstream is configured.
 from __future__ import annotations
 
 from ..rules import UpstreamConfig
-from .base import Observer, Upstream, UpstreamStream
+from .base import Observer, Upstream, UpstreamStream, open_stream
 
 
 def build_upstream(name: str, config: UpstreamConfig, observer: Observer | None = None) -> Upstream:
@@ -21,4 +21,4 @@ def build_upstream(name: str, config: UpstreamConfig, observer: Observer | None 
     return OpenAIUpstream(name, config, observer)
 
 
-__all__ = ["Observer", "Upstream", "UpstreamStream", "build_upstream"]
+__all__ = ["Observer", "Upstream", "UpstreamStream", "build_upstream", "open_stream"]

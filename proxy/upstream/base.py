@@ -3,16 +3,21 @@
 Streams yield payloads: the ``data`` text of the upstream's SSE events (``[DONE]`` is consumed,
 not yielded), or chunk dicts where the client library already built them (litellm). Closing a
 stream closes its connection, which is how a model server learns to stop generating.
+
+``open_stream`` adds the rule's ``first_token_timeout``: the headers and then the first token
+(content, reasoning, a call, or the finish) must come within it, else ``FirstTokenTimeout``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from ..delta import Payload
+from ..delta import Payload, decode, parse_payload
 from ..errors import (
+    FirstTokenTimeout,
     ProxyError,
     UpstreamDisconnected,
     UpstreamHTTPError,
@@ -68,18 +73,43 @@ class UpstreamStream:
         self._observer = observer
         self._started = started
         self._finished = False
+        self._first_token_by: float | None = None  # loop time by which a token must have come
+        self._first_token_timeout = 0.0
+
+    def expect_first_token(self, deadline: float, seconds: float) -> None:
+        """Until a payload starts the answer, waiting past ``deadline`` (loop time) is a ``FirstTokenTimeout``."""
+        self._first_token_by, self._first_token_timeout = deadline, seconds
 
     def __aiter__(self) -> AsyncIterator[Payload]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Payload]:
         try:
-            async for payload in self._payloads:
+            while True:
+                try:
+                    payload = await self._next()
+                except StopAsyncIteration:
+                    break
                 yield payload
             self._report(None)
         except ProxyError as exc:
             self._report(exc)
             raise
+
+    async def _next(self) -> Payload:
+        if self._first_token_by is None:
+            return await anext(self._payloads)
+        scope = asyncio.timeout_at(self._first_token_by)
+        try:
+            async with scope:
+                payload = await anext(self._payloads)
+        except TimeoutError:
+            if scope.expired():
+                raise _first_token_error(self.name, self._first_token_timeout) from None
+            raise
+        if _starts_answer(payload):
+            self._first_token_by = None
+        return payload
 
     async def aclose(self) -> None:
         """Close the connection now (stops generation upstream); idempotent."""
@@ -94,6 +124,41 @@ class UpstreamStream:
             return
         self._finished = True
         report(self._observer, self.name, self._started, error, "cancelled" if isinstance(error, _Cancelled) else None)
+
+
+def _starts_answer(payload: Payload) -> bool:
+    """A token (or the finish) ends the first-token wait; so does a bad payload, which its reader reports."""
+    try:
+        delta = decode(parse_payload(payload))
+    except ProxyError:
+        return True
+    return delta.has_output or delta.finish_reason is not None
+
+
+def _first_token_error(name: str, seconds: float) -> FirstTokenTimeout:
+    return FirstTokenTimeout(
+        f"upstream '{name}' sent no token within {seconds:g} seconds (the rule's first_token_timeout)"
+    )
+
+
+async def open_stream(upstream: Upstream, body: dict[str, Any], first_token_timeout: float | None) -> UpstreamStream:
+    """``upstream.stream(body)`` under the rule's first-token limit (``None``: no limit of its own).
+
+    The limit counts from the request: a server that sends headers at once and then thinks for
+    minutes is caught as surely as one that sends nothing. Expiry closes the upstream connection."""
+    if first_token_timeout is None:
+        return await upstream.stream(body)
+    deadline = asyncio.get_running_loop().time() + first_token_timeout
+    scope = asyncio.timeout_at(deadline)
+    try:
+        async with scope:
+            stream = await upstream.stream(body)
+    except TimeoutError:
+        if scope.expired():
+            raise _first_token_error(upstream.name, first_token_timeout) from None
+        raise
+    stream.expect_first_token(deadline, first_token_timeout)
+    return stream
 
 
 class _Cancelled(Exception):

@@ -1,9 +1,12 @@
 """Upstream through litellm, for providers that are not OpenAI-compatible (Anthropic, Bedrock, ...).
 
 litellm is imported on first use only: the import costs seconds and ~140 MB. Its price-list
-download is switched off (no network but the provider's). Responses and stream chunks are
-turned into OpenAI-shaped dicts, so the rest of the proxy cannot tell the difference (native
-streams serialise them for the client; the emulated path reads the dicts as they are).
+download is switched off (no network but the provider's), and so are its retries
+(``num_retries`` / ``max_retries`` 0): the client's SDK is the one retry layer, so a call with
+its default retries is 3 upstream requests, not 9, and a hung upstream fails in one timeout.
+Responses and stream chunks are turned into OpenAI-shaped dicts, so the rest of the proxy
+cannot tell the difference (native streams serialise them for the client; the emulated path
+reads the dicts as they are).
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..allowlist import chat_body
 from ..delta import Payload
-from ..errors import InvalidRequest, ProxyError, UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable
+from ..errors import (
+    InvalidRequest,
+    ProxyError,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    retry_after_headers,
+)
 from ..logs import route_library_logs
 from ..redact import short_upstream_message
 from ..rules import UpstreamConfig
@@ -49,8 +59,14 @@ def _map_error(exc: Exception, name: str) -> ProxyError:
     if isinstance(exc, litellm.exceptions.APIConnectionError):
         return UpstreamUnavailable(f"upstream '{name}' is unreachable: {message}")
     if isinstance(status, int) and 400 <= status < 600:
-        return UpstreamHTTPError(status, message)
+        return UpstreamHTTPError(status, message, retry_after=retry_after_headers(status, _headers_of(exc)))
     return UpstreamHTTPError(502, f"upstream '{name}' failed: {message}")
+
+
+def _headers_of(exc: Exception) -> Mapping[str, str] | None:
+    """The provider's response headers on a litellm exception (for ``Retry-After``), if it kept them."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    return headers if isinstance(headers, Mapping) else None
 
 
 class LiteLLMUpstream:
@@ -80,6 +96,7 @@ class LiteLLMUpstream:
         kwargs["api_base"] = self.config.base_url
         kwargs["extra_headers"] = dict(self.config.headers)
         kwargs["timeout"] = self.config.total_timeout or self.config.read_timeout
+        kwargs["num_retries"] = kwargs["max_retries"] = 0  # one retry layer: the client's
         return kwargs
 
     def _observe(self, started: float, error: BaseException | None) -> None:

@@ -25,12 +25,13 @@ from ..errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    stream_error,
     upstream_http_error,
 )
 from ..jsoncodec import dumps
 from ..redact import REDACTOR
 from ..rules import UpstreamConfig
-from ..sse import DONE, SSEDecoder
+from ..sse import DONE, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
@@ -134,7 +135,7 @@ class OpenAIUpstream:
         finally:
             resp.release()
         # some servers echo the key they rejected; no configured secret may reach the client
-        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(raw))
+        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(raw), resp.headers)
 
     def _observe(self, started: float, error: BaseException | None) -> None:
         report(self._observer, self.name, started, error)
@@ -185,12 +186,12 @@ class OpenAIUpstream:
                 for event in decoder.decode(utf8.decode(raw)):
                     if event.data == DONE:
                         return
-                    finished = finished or _FINISHED.search(event.data) is not None
+                    finished = finished or _finishes(event)
                     yield event.data
             for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
                 if event.data == DONE:
                     return
-                finished = finished or _FINISHED.search(event.data) is not None
+                finished = finished or _finishes(event)
                 yield event.data
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _map_client_error(exc, self.name, connected=True) from None
@@ -216,15 +217,34 @@ class OpenAIUpstream:
         return resp
 
 
+def _finishes(event: SSEEvent) -> bool:
+    """Does this event end the answer? A finish_reason does; an error event raises with its message."""
+    if event.event == "error":
+        raise stream_error(event.data)
+    return _FINISHED.search(event.data) is not None
+
+
 async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> AsyncIterator[str]:
-    """Some servers ignore ``stream: true`` and answer with one JSON body: relay it as one event."""
+    """Some servers ignore ``stream: true`` and answer with one JSON body: relay it as one event.
+
+    Only a chat completion (or an error) is: any other 200 body (an HTML page, ``{}``, text)
+    would read as an empty answer, so it is an ``UpstreamProtocolError``."""
     try:
         raw = await resp.read()
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise _map_client_error(exc, name, connected=True) from None
     finally:
         resp.release()
-    yield raw.decode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not (isinstance(body.get("choices"), list) or "error" in body):
+        raise UpstreamProtocolError(
+            f"upstream '{name}' answered a stream request with a body that is not a chat completion"
+        )
+    yield text
 
 
 def relay_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
