@@ -8,8 +8,9 @@ the unfinished line and the event being built, so work is linear in the stream l
 
 With ``max_event_size`` the decoder also bounds memory: an event (its data lines and the line
 being read, in characters) that grows past the limit raises ``EventTooLarge`` at once, before the
-rest arrives, and what was held is dropped; the decoder is finished after that. The caller (the
-upstream reader) turns it into an error; a server that sends one endless line cannot grow memory.
+rest arrives, and what was held is dropped; the decoder is finished after that. The exception
+carries the complete events that came before it in the same chunk (``events``), so none is lost.
+The caller (the upstream reader) turns it into an error; an endless line cannot grow memory.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class EventTooLarge(ValueError):
     def __init__(self, limit: int) -> None:
         super().__init__(f"an event is larger than the limit of {limit} characters")
         self.limit = limit
+        self.events: list[SSEEvent] = []  # complete events before it in the chunk that raised
 
 
 class SSEDecoder:
@@ -63,6 +65,14 @@ class SSEDecoder:
         # A CR always ends a line at once; only a following LF must be skipped, even in the next chunk.
         self._pending_cr = chunk.endswith("\r")
         events: list[SSEEvent] = []
+        try:
+            self._lines(chunk, events)
+        except EventTooLarge as exc:
+            exc.events = events
+            raise
+        return events
+
+    def _lines(self, chunk: str, events: list[SSEEvent]) -> None:
         start = 0
         for match in _LINE_END.finditer(chunk):
             self._check(self._tail_size + match.start() - start)
@@ -76,7 +86,6 @@ class SSEDecoder:
             self._check(self._tail_size + len(chunk) - start)
             self._tail.append(chunk[start:])
             self._tail_size += len(chunk) - start
-        return events
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: an unterminated last line and event still count."""

@@ -33,7 +33,7 @@ from ..errors import (
 from ..jsoncodec import dumps
 from ..redact import REDACTOR
 from ..rules import UpstreamConfig
-from ..sse import DONE, EventTooLarge, SSEDecoder
+from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
 
 DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
@@ -190,11 +190,14 @@ class OpenAIUpstream:
         finished = False
         try:
             async for raw in resp.content.iter_any():
-                for event in decoder.decode(utf8.decode(raw)):
+                events, too_large = _decode(decoder, utf8.decode(raw))
+                for event in events:
                     if event.data == DONE:
                         return
                     finished = finished or _FINISHED.search(event.data) is not None
                     yield event.data
+                if too_large is not None:
+                    raise too_large
             for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
                 if event.data == DONE:
                     return
@@ -225,6 +228,14 @@ class OpenAIUpstream:
             raise _map_client_error(exc, self.name) from None
         await self._raise_for_status(resp)  # errors in OpenAI's shape, with any echoed key masked
         return resp
+
+
+def _decode(decoder: SSEDecoder, text: str) -> tuple[list[SSEEvent], EventTooLarge | None]:
+    """The events in ``text``; an event past the cap comes back after the complete ones before it."""
+    try:
+        return decoder.decode(text), None
+    except EventTooLarge as exc:
+        return exc.events, exc
 
 
 async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str, limit: int) -> AsyncIterator[str]:
