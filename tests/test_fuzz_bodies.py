@@ -36,6 +36,11 @@ TYPES = ["object", "string", "integer", "number", "boolean", "array", "null"]
 NAMES = ["f", "get_weather", "a"]
 
 
+def texts(max_size: int) -> st.SearchStrategy[str]:
+    """Any text, lone surrogates included (a JSON ``\\ud800`` escape parses to one)."""
+    return st.one_of(st.text(max_size=max_size), st.sampled_from(["a\ud800b", "\udfff", "\ud83d"]))
+
+
 def long_text(size: int) -> str:
     return "x" * size
 
@@ -52,13 +57,13 @@ scalars = st.one_of(
     st.booleans(),
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=12),
+    texts(max_size=12),
     st.sampled_from(["\ud800", "a\udfffb", "Action: f", "<tool_call>", "^^^f"]),
     st.integers(1_000, 50_000).map(long_text),
 )
 json_values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
 odd = st.one_of(json_values, st.integers(100, 300).map(nested))  # deeper than TOOLSHIM_MAX_JSON_DEPTH
@@ -104,7 +109,7 @@ property_schemas = st.recursive(
     st.one_of(
         st.fixed_dictionaries(
             {"type": st.one_of(st.sampled_from(TYPES), st.lists(st.sampled_from(TYPES), min_size=1, max_size=2))},
-            optional={"description": st.text(max_size=10), "enum": st.lists(json_values, min_size=1, max_size=3)},
+            optional={"description": texts(max_size=10), "enum": st.lists(json_values, min_size=1, max_size=3)},
         ),
         st.booleans(),
         st.just({"$ref": "#/$defs/missing"}),
@@ -154,7 +159,7 @@ chat_tool = st.fixed_dictionaries(
 )
 arguments = mostly(
     st.dictionaries(st.sampled_from(["a", "b", "city"]), json_values, max_size=2).map(json.dumps),
-    st.text(max_size=20),
+    texts(max_size=20),
 )
 tool_calls = st.lists(
     st.fixed_dictionaries(
@@ -167,7 +172,7 @@ tool_calls = st.lists(
     min_size=1,
     max_size=2,
 )
-content = st.text(max_size=30)
+content = texts(max_size=30)
 message = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "developer"]), "content": content}),
     st.fixed_dictionaries(
@@ -178,7 +183,7 @@ message = st.one_of(
     ),
     st.fixed_dictionaries({"role": st.just("function"), "name": names, "content": content}),
 )
-messages = st.tuples(st.lists(message, max_size=4), st.text(max_size=20)).map(
+messages = st.tuples(st.lists(message, max_size=4), texts(max_size=20)).map(
     lambda pair: [*pair[0], {"role": "user", "content": pair[1]}]
 )
 tool_choice = st.one_of(
@@ -197,7 +202,7 @@ def chat_bodies(draw: st.DrawFn) -> Any:
         "tools": draw(optional(st.lists(chat_tool, max_size=3))),
         "tool_choice": draw(optional(tool_choice)),
         "parallel_tool_calls": draw(optional(st.booleans())),
-        "stop": draw(optional(st.lists(st.text(max_size=5), max_size=5))),
+        "stop": draw(optional(st.lists(texts(max_size=5), max_size=5))),
         "stream_options": draw(optional(st.fixed_dictionaries({"include_usage": st.booleans()}))),
         "n": draw(optional(st.integers(1, 2))),
         "temperature": draw(optional(st.floats(0, 2))),
@@ -238,8 +243,8 @@ text_format = st.fixed_dictionaries(
 def responses_bodies(draw: st.DrawFn) -> Any:
     body = {
         "model": draw(models),
-        "input": draw(st.one_of(st.text(max_size=20), st.lists(input_item, min_size=1, max_size=4))),
-        "instructions": draw(optional(st.text(max_size=20))),
+        "input": draw(st.one_of(texts(max_size=20), st.lists(input_item, min_size=1, max_size=4))),
+        "instructions": draw(optional(texts(max_size=20))),
         "stream": draw(optional(st.booleans())),
         "store": draw(optional(st.booleans())),
         "tools": draw(optional(st.lists(responses_tool, max_size=3))),
@@ -254,7 +259,7 @@ def responses_bodies(draw: st.DrawFn) -> Any:
         "previous_response_id": draw(st.one_of(st.none(), st.just("resp_unknown"))),
         "text": draw(optional(text_format)),
         "max_output_tokens": draw(optional(st.integers(1, 10))),
-        "metadata": draw(optional(st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))),
+        "metadata": draw(optional(st.dictionaries(texts(max_size=3), texts(max_size=3), max_size=2))),
     }
     return {k: v for k, v in body.items() if v is not None}
 

@@ -14,6 +14,7 @@ import asyncio
 import gzip
 import json
 import zlib
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -376,3 +377,36 @@ async def test_events_up_to_the_cap_are_relayed(start_proxy: Any, fake_upstream:
     status, events = await read_stream(proxy.base_url + "/chat/completions", {**CHAT, "stream": True})
     assert status == 200 and events[-1] == "[DONE]"
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1]) == "y" * (CAP - 300)
+
+
+# ---- odd input that once gave a 500, on both front ends ------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+async def test_json_nested_past_the_parser_is_a_400(start_proxy: Any, fake_upstream: FakeUpstream, path: str) -> None:
+    proxy = await start_proxy()
+    body = '{"model": "m", "input": ' + "[" * 5000 + "]" * 5000 + "}"
+    status, answer = await post(proxy.base_url + path, data=body.encode(), headers={"Content-Type": "application/json"})
+    assert status == 400
+    assert_error(answer, code="invalid_request", type_="invalid_request_error")
+    assert fake_upstream.requests == []
+
+
+async def test_lone_surrogate_in_a_responses_body_is_served(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    proxy = await start_proxy(data_dir=tmp_path)
+    fake_upstream.script(Reply(body=completion("ok")))
+    body = (
+        '{"model": "m", "input": "a\\ud800b", "tools": [{"type": "function", "name": "f", "description": "d\\udfff"}]}'
+    )
+    status, answer = await post(
+        proxy.base_url + "/responses", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert status == 200, answer
+    assert fake_upstream.requests[0]["messages"][-1]["content"] == "a\ud800b"
+    async with aiohttp.ClientSession() as session:  # stored (as valid UTF-8) and read back unchanged
+        async with session.get(f"{proxy.base_url}/responses/{answer['id']}/input_items") as resp:
+            assert resp.status == 200
+            items = await resp.json()
+    assert items["data"][0]["content"][0]["text"] == "a\ud800b"
