@@ -7,7 +7,6 @@ status; a failure after that ends the stream with an OpenAI error event (never a
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ from .errors import (
 )
 from .jsoncodec import dumps
 from .limits import RequestLimits, check_body, check_chat, check_responses
+from .middleware import secret_matches
 from .policies import apply_policies
 from .redact import REDACTOR
 from .rules import Resolved
@@ -299,7 +299,7 @@ async def admin_reload(request: web.Request) -> web.Response:
     if not admin_key:
         raise NotFound("Unknown path /admin/reload (set TOOLSHIM_ADMIN_KEY to enable it)")
     presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(presented.encode(), admin_key.encode()):
+    if not secret_matches(presented, admin_key):
         raise Unauthorized("Incorrect or missing admin key.")
     ok, message = reload_rules(request.app)
     if not ok:

@@ -410,3 +410,35 @@ async def test_lone_surrogate_in_a_responses_body_is_served(
             assert resp.status == 200
             items = await resp.json()
     assert items["data"][0]["content"][0]["text"] == "a\ud800b"
+
+
+async def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
+    """One HTTP/1.1 request written byte for byte (clients cannot send non-UTF-8 header bytes)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "header"),
+    [
+        (b"GET", b"/v1/models", b"Authorization: Bearer \xff\xfe"),
+        (b"GET", b"/v1/models", b"api-key: k\xff"),
+        (b"POST", b"/admin/reload", b"Authorization: Bearer \xff"),
+    ],
+)
+async def test_key_headers_that_are_not_utf8_are_a_401(
+    start_proxy: Any, method: bytes, path: bytes, header: bytes
+) -> None:
+    proxy = await start_proxy(api_keys=("k",), admin_key="adm")
+    port = int(proxy.url.rsplit(":", 1)[1])
+    request = method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header + b"\r\n"
+    status, body = await raw_request(port, request + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    assert status == 401
+    assert_error(json.loads(body), code="invalid_api_key", type_="invalid_request_error")
