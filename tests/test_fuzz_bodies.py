@@ -24,14 +24,23 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from toolshim.formats import FORMATS, ToolCallRecord
+from toolshim.errors import InvalidRequest
+from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec
+from toolshim.formats._args import ToolIndex, finalize_call
+from toolshim.limits import json_depth
+from toolshim.toolschema import check_parameters
 
 from tests.fakes import chunk, completion, sse, text_stream
 from tests.test_core_errors import custom_upstream
 
 MODES = ["native", *FORMATS]
+KEYWORDS = [
+    *("type", "properties", "required", "items", "prefixItems", "enum", "const", "anyOf", "oneOf", "allOf", "not"),
+    *("$ref", "$defs", "pattern", "patternProperties", "additionalProperties", "minimum", "maxLength", "format"),
+    *("default", "examples", "description", "uniqueItems", "if", "then", "dependentRequired", "x-custom"),
+]
 TYPES = ["object", "string", "integer", "number", "boolean", "array", "null"]
 NAMES = ["f", "get_weather", "a"]
 
@@ -144,6 +153,16 @@ broken_parameters = st.one_of(
     st.fixed_dictionaries({"properties": st.dictionaries(st.sampled_from(["a"]), json_values, max_size=1)}),
     st.integers(30, 90).map(lambda d: {"type": "object", "properties": {"a": nested(d)}}),
     odd,
+    # any keyword with any value, one level down: what passes the check must not break what reads it
+    st.fixed_dictionaries(
+        {
+            "type": st.just("object"),
+            "properties": st.dictionaries(
+                st.sampled_from(["a", "city"]), st.dictionaries(st.sampled_from(KEYWORDS), json_values, max_size=3)
+            ),
+        },
+        optional={"required": st.lists(st.sampled_from(["a", "city", "b"]), max_size=2)},
+    ),
 )
 parameters = mostly(valid_parameters(), broken_parameters)
 names = st.sampled_from(NAMES)
@@ -344,3 +363,44 @@ async def test_generated_bodies_never_get_a_5xx(start_proxy: Any, tmp_path: Path
 
         await asyncio.wait_for(asyncio.to_thread(run), timeout=300)
     assert statuses[200] >= 40, statuses  # most bodies get through to the upstream and back
+
+
+# ---- a schema that passes the check is safe for every reader ------------------------------------------
+
+any_schemas = st.recursive(
+    st.one_of(st.booleans(), st.dictionaries(st.sampled_from(KEYWORDS), json_values, max_size=3)),
+    lambda inner: st.dictionaries(
+        st.sampled_from(KEYWORDS),
+        st.one_of(
+            inner,
+            json_values,
+            st.sampled_from(TYPES),
+            st.lists(inner, max_size=2),
+            st.dictionaries(st.sampled_from(["a", "b", "city"]), inner, max_size=2),
+        ),
+        max_size=4,
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_schemas.map(lambda s: s if isinstance(s, dict) else {}), json_values)
+def test_a_schema_that_passes_is_safe_to_render_parse_and_validate(schema: dict[str, Any], value: Any) -> None:
+    """Every format renders the tool, reads a call back, and the call is validated and coerced
+    against the schema (``finalize_call``), for any schema ``check_parameters`` lets through."""
+    assume(json_depth(schema, 64) <= 64)
+    try:
+        check_parameters(schema, "parameters")
+    except InvalidRequest:
+        assume(False)
+    spec = ToolSpec("f", "a tool", schema)
+    arguments = json.dumps({"a": value, "city": value})
+    for fmt in FORMATS.values():
+        assert fmt.render_tools([spec], ToolChoice("required"), True)
+        text = fmt.render_calls([ToolCallRecord("call_1", "f", arguments)])
+        parser = fmt.new_parser([spec])
+        events = parser.feed(text) + parser.close()
+        assert events
+    outcome = finalize_call(ToolIndex([spec]), "f", arguments)
+    assert outcome is not None
