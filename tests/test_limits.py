@@ -442,3 +442,17 @@ async def test_key_headers_that_are_not_utf8_are_a_401(
     status, body = await raw_request(port, request + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
     assert status == 401
     assert_error(json.loads(body), code="invalid_api_key", type_="invalid_request_error")
+
+
+async def test_a_huge_upstream_error_body_is_not_read_whole(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    """Only the start of an error body matters (its message is cut to 2,000 characters)."""
+    proxy = await start_proxy()
+    fake_upstream.script(Reply(status=500, pieces=["e" * 1024] * 400, delay=0.005, content_type="text/plain"))
+    status, answer = await post(proxy.base_url + "/chat/completions", json=CHAT)
+    assert status == 500
+    assert len(answer["error"]["message"]) <= 2100
+    for _ in range(100):
+        if fake_upstream.disconnected[0]:
+            break
+        await asyncio.sleep(0.01)
+    assert fake_upstream.disconnected[0] and fake_upstream.pieces_sent[0] < 200

@@ -41,6 +41,7 @@ DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
+_ERROR_BODY_BYTES = 64 * 1024  # what is read of an upstream error body (its message is cut to 2,000 characters)
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
 _HOP_BY_HOP = frozenset(
     {
@@ -139,14 +140,18 @@ class OpenAIUpstream:
     async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
         if resp.status < 400:
             return
-        try:
-            raw = await resp.read()
+        raw = bytearray()
+        try:  # the message is cut to 2,000 characters later: a huge error body is not read whole
+            async for piece in resp.content.iter_any():
+                raw += piece
+                if len(raw) >= _ERROR_BODY_BYTES:
+                    break
         except (TimeoutError, aiohttp.ClientError):
-            raw = b""
+            pass
         finally:
             resp.release()
         # some servers echo the key they rejected; no configured secret may reach the client
-        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(raw))
+        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(bytes(raw[:_ERROR_BODY_BYTES])))
 
     def _observe(self, started: float, error: BaseException | None) -> None:
         report(self._observer, self.name, started, error)
