@@ -43,7 +43,7 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
     metrics = metrics or Metrics()
     app[SETTINGS] = settings
     app[METRICS] = metrics
-    app[STATE] = AppState(build_runtime(rules, metrics))
+    app[STATE] = AppState(build_runtime(rules, metrics, max_event_bytes=settings.max_upstream_event_bytes))
     REDACTOR.update(configured_secrets(rules, settings))
     install_log_redaction()
     app[RESPONSES_STORE] = open_store(
@@ -60,7 +60,10 @@ async def start_site(
     app: web.Application, host: str, port: int, *, reuse_port: bool = False, shutdown_timeout: float = 30.0
 ) -> web.AppRunner:
     """Serve ``app``; handler cancellation is on so a client that leaves cancels its upstream at once."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
+    # auto_decompress off: a compressed body is refused unread (handlers.read_json), never inflated
+    runner = web.AppRunner(
+        app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout, auto_decompress=False
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=1024)
     await site.start()

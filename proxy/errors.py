@@ -7,11 +7,13 @@
     ├── NotFound                    404 not_found
     │   └── ModelNotFound           404 model_not_found
     ├── PayloadTooLarge             413 request_too_large
+    ├── UnsupportedMediaType        415 unsupported_content_encoding (a compressed body)
     ├── DeadlineExceeded            504 deadline_exceeded
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
         ├── UpstreamProtocolError   502 upstream_protocol_error: bad JSON, an error event mid-stream,
-        │                               a stream that ended before its finish
+        │                               a stream that ended before its finish;
+        │                               upstream_event_too_large: past TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES
         ├── UpstreamUnavailable     502 upstream_unreachable      (also a ConnectionError): no connection
         ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
         ├── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
@@ -105,6 +107,12 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "request_too_large"
+
+
+class UnsupportedMediaType(ProxyError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_content_encoding"
 
 
 class UpstreamError(ProxyError):

@@ -7,7 +7,6 @@ status; a failure after that ends the stream with an OpenAI error event (never a
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
@@ -27,9 +26,12 @@ from .errors import (
     PayloadTooLarge,
     ProxyError,
     Unauthorized,
+    UnsupportedMediaType,
     render_error,
 )
 from .jsoncodec import dumps
+from .limits import RequestLimits, check_body, check_chat, check_responses
+from .middleware import secret_matches
 from .policies import apply_policies
 from .redact import REDACTOR
 from .rules import Resolved
@@ -60,8 +62,15 @@ SSE_HEADERS = {
 
 
 async def read_json(request: web.Request) -> Any:
-    """The JSON body, or a 400 / 413 in OpenAI's shape."""
-    limit = request.app[SETTINGS].max_body_bytes
+    """The JSON body, or a 400 / 413 / 415 in OpenAI's shape. A compressed body is refused unread:
+    a small gzip body can inflate to gigabytes (the server does not decompress, see ``start_site``)."""
+    settings = request.app[SETTINGS]
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedMediaType(
+            f"Content-Encoding '{encoding[:40]}' is not accepted; send the JSON body uncompressed.",
+        )
+    limit = settings.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"Request body is {request.content_length} bytes; the limit is {limit} bytes.")
     try:
@@ -71,7 +80,7 @@ async def read_json(request: web.Request) -> Any:
     if not raw.strip():
         raise InvalidRequest("The request body is empty; send a JSON object.")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InvalidRequest(
             "We could not parse the JSON body of your request. (HINT: This likely means you "
@@ -79,6 +88,8 @@ async def read_json(request: web.Request) -> Any:
         ) from None
     except RecursionError:
         raise InvalidRequest("The JSON body is nested too deeply.") from None
+    check_body(body, RequestLimits.of(settings))
+    return body
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
@@ -99,7 +110,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     """handler → turn → policies → mode (rewrite → upstream → decoder → parser → builder) → SSE."""
     info = request_info(request)
     info.counted = True
-    turn = ChatTurn.from_body(await read_json(request))
+    raw = await read_json(request)
+    check_chat(raw, RequestLimits.of(request.app[SETTINGS]))
+    turn = ChatTurn.from_body(raw)
     info.stream = turn.stream
     request.app[METRICS].request_started(info)
     job = start_job(request, turn, resolve_model(request, turn.model))
@@ -135,6 +148,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     info = request_info(request)
     info.counted, info.endpoint = True, "responses"
     raw = await read_json(request)
+    check_responses(raw, RequestLimits.of(request.app[SETTINGS]))
     model = responses.model_of(raw)
     info.stream = isinstance(raw, dict) and raw.get("stream") is True
     request.app[METRICS].request_started(info)
@@ -285,7 +299,7 @@ async def admin_reload(request: web.Request) -> web.Response:
     if not admin_key:
         raise NotFound("Unknown path /admin/reload (set TOOLSHIM_ADMIN_KEY to enable it)")
     presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(presented.encode(), admin_key.encode()):
+    if not secret_matches(presented, admin_key):
         raise Unauthorized("Incorrect or missing admin key.")
     ok, message = reload_rules(request.app)
     if not ok:

@@ -198,5 +198,11 @@ def _bearer(request: web.Request) -> str | None:
 def _matches_any(presented: str, keys: tuple[str, ...]) -> bool:
     found = False
     for key in keys:
-        found |= hmac.compare_digest(presented.encode(), key.encode())
+        found |= secret_matches(presented, key)
     return found
+
+
+def secret_matches(presented: str, secret: str) -> bool:
+    """Constant-time comparison of a header value with a configured secret. Header bytes that are
+    not UTF-8 arrive as surrogate escapes: compared as the bytes sent, never an encoding error."""
+    return hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), secret.encode())

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from .errors import InvalidRequest
+from .toolschema import check_parameters
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
@@ -95,7 +96,7 @@ def validate_chat(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     try:
-        return ChatRequest.model_validate(body)
+        request = ChatRequest.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
         param = _field_path(tuple(err["loc"])) or None
@@ -103,3 +104,15 @@ def validate_chat(body: Any) -> ChatRequest:
         if err["type"] == "missing":
             detail = "field required"
         raise InvalidRequest(f"Invalid value for '{param}': {detail}" if param else detail, param=param) from None
+    _check_tool_schemas(request)
+    return request
+
+
+def _check_tool_schemas(request: ChatRequest) -> None:
+    """Every tool's ``parameters`` is a usable JSON Schema (``toolschema``), checked once here."""
+    for i, tool in enumerate(request.tools or ()):
+        if tool.function.parameters is not None:
+            check_parameters(tool.function.parameters, f"tools[{i}].function.parameters")
+    for i, function in enumerate(request.functions or ()):
+        if function.parameters is not None:
+            check_parameters(function.parameters, f"functions[{i}].parameters")

@@ -31,6 +31,12 @@ class Settings(BaseModel):
     api_keys: tuple[str, ...] = ()  # client keys; empty = no client authentication
     admin_key: str | None = None  # enables POST /admin/reload
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    # what one request may contain (a 400 naming the limit past it); generous, against amplification
+    max_messages: int = Field(10_000, ge=1)  # chat messages, or Responses input items
+    max_tools: int = Field(1024, ge=1)  # tools (or legacy functions) in one request
+    max_json_depth: int = Field(128, ge=8, le=255)  # nesting of the JSON body (255: what orjson writes)
+    max_schema_depth: int = Field(64, ge=2)  # nesting of one tool's parameters schema
+    max_upstream_event_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # one upstream SSE event or body
     drain_seconds: float = Field(30.0, ge=0)
     ready_delay: float = Field(1.0, ge=0)  # seconds /readyz reports draining before the listener closes
     log_level: str = "INFO"
@@ -114,6 +120,11 @@ ENV_VARS = {
     "api_keys": "TOOLSHIM_API_KEYS",
     "admin_key": "TOOLSHIM_ADMIN_KEY",
     "max_body_bytes": "TOOLSHIM_MAX_BODY_BYTES",
+    "max_messages": "TOOLSHIM_MAX_MESSAGES",
+    "max_tools": "TOOLSHIM_MAX_TOOLS",
+    "max_json_depth": "TOOLSHIM_MAX_JSON_DEPTH",
+    "max_schema_depth": "TOOLSHIM_MAX_SCHEMA_DEPTH",
+    "max_upstream_event_bytes": "TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES",
     "drain_seconds": "TOOLSHIM_DRAIN_SECONDS",
     "ready_delay": "TOOLSHIM_READY_DELAY",
     "log_level": "TOOLSHIM_LOG_LEVEL",

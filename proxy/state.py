@@ -51,6 +51,7 @@ def build_runtime(
     rules: RuleSet,
     metrics: Metrics,
     reuse: dict[str, tuple[UpstreamConfig, Upstream]] | None = None,
+    max_event_bytes: int | None = None,
 ) -> Runtime:
     """Clients for every upstream; unchanged configs keep their existing (warm) client."""
     upstreams: dict[str, Upstream] = {}
@@ -59,7 +60,7 @@ def build_runtime(
         if previous is not None and previous[0] == config:
             upstreams[name] = previous[1]
         else:
-            upstreams[name] = build_upstream(name, config, metrics.observe_upstream)
+            upstreams[name] = build_upstream(name, config, metrics.observe_upstream, max_event_bytes)
     return Runtime(rules, upstreams)
 
 
@@ -87,7 +88,7 @@ def reload_rules(app: web.Application) -> tuple[bool, str]:
         return False, str(exc)
     old = state.runtime
     reuse = {name: (old.rules.upstreams[name], client) for name, client in old.upstreams.items()}
-    state.runtime = build_runtime(rules, metrics, reuse)
+    state.runtime = build_runtime(rules, metrics, reuse, settings.max_upstream_event_bytes)
     REDACTOR.update(configured_secrets(rules, settings))
     state.auto_emulate_until.clear()
     retired = [c for name, c in old.upstreams.items() if state.runtime.upstreams.get(name) is not c]

@@ -11,7 +11,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.sse import DONE, DONE_BYTES, SSEDecoder, SSEEvent, encode, encode_json
+from toolshim.sse import DONE, DONE_BYTES, EventTooLarge, SSEDecoder, SSEEvent, encode, encode_json
 
 
 def decode_pieces(pieces: list[str]) -> list[SSEEvent]:
@@ -138,3 +138,57 @@ def test_encode_then_decode_round_trips(payload: str) -> None:
     expected = payload.replace("\r\n", "\n").replace("\r", "\n")
     events = decode_pieces([encode(payload).decode()])
     assert [e.data for e in events] == ([expected] if payload else [""])
+
+
+# ---- max_event_size: memory stays bounded whatever the upstream sends --------------------------------
+
+
+def decode_capped(pieces: list[str], limit: int) -> list[SSEEvent]:
+    decoder = SSEDecoder(max_event_size=limit)
+    events: list[SSEEvent] = []
+    for piece in pieces:
+        events += decoder.decode(piece)
+    return events + decoder.flush()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "data: " + "x" * 50 + "\n\n",  # one data line over the limit
+        "data: " + "x" * 20 + "\ndata: " + "y" * 20 + "\n\ndata: z\n\n",  # two lines, together over
+        "data: " + "x" * 50,  # unterminated, never flushed as an event
+        ": " + "c" * 50 + "\n\ndata: a\n\n",  # a comment line counts too while it is being read
+    ],
+    ids=["one-line", "two-lines", "unterminated", "comment"],
+)
+def test_event_over_the_limit_raises_at_every_split(text: str) -> None:
+    for pieces in every_split(text):
+        with pytest.raises(EventTooLarge):
+            decode_capped(pieces, 32)
+
+
+def test_events_up_to_the_limit_decode_as_without_one() -> None:
+    text = "data: " + "x" * 32 + "\n\ndata: " + "y" * 15 + "\ndata: " + "z" * 15 + "\n\n: ok\ndata: a\n\n"
+    expected = [SSEEvent("x" * 32), SSEEvent("y" * 15 + "\n" + "z" * 15), SSEEvent("a")]
+    for pieces in every_split(text):
+        assert decode_capped(pieces, 38) == expected, pieces
+
+
+def test_too_large_drops_what_it_held_and_stays_failed() -> None:
+    decoder = SSEDecoder(max_event_size=1000)
+    assert decoder.decode("data: a\n\ndata: " + "x" * 600) == [SSEEvent("a")]
+    with pytest.raises(EventTooLarge) as caught:
+        decoder.decode("x" * 600)  # the unterminated line passes the limit before its end arrives
+    assert caught.value.limit == 1000
+    assert decoder._tail == [] and decoder._data == []  # nothing kept: the memory is released
+    with pytest.raises(EventTooLarge):
+        decoder.decode("\n\ndata: b\n\n")
+    with pytest.raises(EventTooLarge):
+        decoder.flush()
+
+
+def test_events_before_the_large_one_in_the_same_chunk_come_with_the_error() -> None:
+    decoder = SSEDecoder(max_event_size=32)
+    with pytest.raises(EventTooLarge) as caught:
+        decoder.decode("data: a\n\ndata: b\n\ndata: " + "x" * 40 + "\n\ndata: c\n\n")
+    assert caught.value.events == [SSEEvent("a"), SSEEvent("b")]

@@ -6,7 +6,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..jsoncodec import dumps
+
 Item = dict[str, Any]
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text every store can encode: a lone surrogate from a request goes out as a
+    ``\\ud800`` escape (``jsoncodec``), where ``ensure_ascii=False`` text cannot be written as UTF-8."""
+    return dumps(value).decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +36,7 @@ class StoredResponse:
         return [item for item in self.response.get("output", []) if isinstance(item.get("id"), str)]
 
     def dumps(self) -> str:
-        return json.dumps(
-            {"response": self.response, "input": self.input, "context": self.context},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        return json_text({"response": self.response, "input": self.input, "context": self.context})
 
     @classmethod
     def loads(cls, raw: str | bytes) -> StoredResponse:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..toolschema import check_parameters
 from .ids import new_id
 
 Item = dict[str, Any]
@@ -211,8 +212,8 @@ def _function_tool(tool: Any, param: str) -> Item:
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise _bad(f"{param}.name", "a function tool needs a name")
-    if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
-        raise _bad(f"{param}.parameters", "expected a JSON Schema object")
+    if tool.get("parameters") is not None:
+        check_parameters(tool["parameters"], f"{param}.parameters")
     return dict(tool)
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from .record import Item, StoredResponse
+from .record import Item, StoredResponse, json_text
 
 
 class ResponseStore(Protocol):
@@ -75,10 +75,7 @@ class SQLiteStore:
             )
             conn.executemany(
                 "INSERT OR REPLACE INTO items (id, response_id, expires_at, body) VALUES (?, ?, ?, ?)",
-                [
-                    (item["id"], record.id, now + self.ttl, json.dumps(item, ensure_ascii=False))
-                    for item in record.output_items()
-                ],
+                [(item["id"], record.id, now + self.ttl, json_text(item)) for item in record.output_items()],
             )
 
     def _load(self, response_id: str, now: float) -> StoredResponse | None:

@@ -13,7 +13,7 @@ import math
 
 import redis.asyncio as aioredis
 
-from .record import Item, StoredResponse
+from .record import Item, StoredResponse, json_text
 
 _PREFIX = "toolshim:response:"
 _ITEM_PREFIX = "toolshim:item:"
@@ -28,7 +28,7 @@ class RedisStore:
         async with self._client.pipeline(transaction=True) as pipe:  # MULTI/EXEC: all keys or none
             pipe.set(_PREFIX + record.id, record.dumps(), ex=self.ttl)
             for item in record.output_items():
-                pipe.set(_ITEM_PREFIX + item["id"], json.dumps(item, ensure_ascii=False), ex=self.ttl)
+                pipe.set(_ITEM_PREFIX + item["id"], json_text(item), ex=self.ttl)
             await pipe.execute()
 
     async def load_items(self, item_ids: list[str]) -> dict[str, Item]:

@@ -11,14 +11,17 @@ from ..rules import UpstreamConfig
 from .base import Observer, Upstream, UpstreamStream, open_stream
 
 
-def build_upstream(name: str, config: UpstreamConfig, observer: Observer | None = None) -> Upstream:
+def build_upstream(
+    name: str, config: UpstreamConfig, observer: Observer | None = None, max_event_bytes: int | None = None
+) -> Upstream:
+    """``max_event_bytes``: the largest upstream event or body read (OpenAI-compatible HTTP only)."""
     if config.provider == "litellm":
         from .litellm import LiteLLMUpstream
 
         return LiteLLMUpstream(name, config, observer)
-    from .openai_http import OpenAIUpstream
+    from .openai_http import DEFAULT_MAX_EVENT_BYTES, OpenAIUpstream
 
-    return OpenAIUpstream(name, config, observer)
+    return OpenAIUpstream(name, config, observer, max_event_bytes or DEFAULT_MAX_EVENT_BYTES)
 
 
 __all__ = ["Observer", "Upstream", "UpstreamStream", "build_upstream", "open_stream"]

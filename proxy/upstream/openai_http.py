@@ -4,6 +4,9 @@ One pooled ``aiohttp.ClientSession`` per upstream. Timeouts: connect, and idle t
 bytes (``sock_read``); no overall cap unless the rule sets one, because aiohttp's default
 5-minute total would kill long streams. Streams are read with ``iter_any`` into our own SSE
 decoder (``async for line in content`` fails on lines over 128 KiB: big tool arguments).
+One event, and one whole non-streamed body, may hold at most ``max_event_bytes``
+(``TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES``): past it the answer is a 502 ``upstream_event_too_large``
+(an error event once a stream has started) and the connection is dropped without reading on.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from ..errors import (
 from ..jsoncodec import dumps
 from ..redact import REDACTOR
 from ..rules import UpstreamConfig
-from ..sse import DONE, SSEDecoder, SSEEvent
+from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
+
+DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
+_ERROR_BODY_BYTES = 64 * 1024  # what is read of an upstream error body (its message is cut to 2,000 characters)
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
 _HOP_BY_HOP = frozenset(
     {
@@ -77,8 +83,15 @@ def _cause(exc: BaseException) -> str:
 class OpenAIUpstream:
     """An OpenAI-compatible HTTP upstream."""
 
-    def __init__(self, name: str, config: UpstreamConfig, observer: Observer | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: UpstreamConfig,
+        observer: Observer | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self.name = name
+        self.max_event_bytes = max_event_bytes
         self.config = config
         self._observer = observer
         self._session: aiohttp.ClientSession | None = None
@@ -128,14 +141,18 @@ class OpenAIUpstream:
     async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
         if resp.status < 400:
             return
-        try:
-            raw = await resp.read()
+        raw = bytearray()
+        try:  # the message is cut to 2,000 characters later: a huge error body is not read whole
+            async for piece in resp.content.iter_any():
+                raw += piece
+                if len(raw) >= _ERROR_BODY_BYTES:
+                    break
         except (TimeoutError, aiohttp.ClientError):
-            raw = b""
+            pass
         finally:
             resp.release()
         # some servers echo the key they rejected; no configured secret may reach the client
-        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(raw), resp.headers)
+        raise upstream_http_error(resp.status, REDACTOR.redact_bytes(bytes(raw[:_ERROR_BODY_BYTES])), resp.headers)
 
     def _observe(self, started: float, error: BaseException | None) -> None:
         report(self._observer, self.name, started, error)
@@ -145,10 +162,7 @@ class OpenAIUpstream:
         try:
             resp = await self._post_chat(body)
             await self._raise_for_status(resp)
-            try:
-                raw = await resp.read()
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                raise _map_client_error(exc, self.name, connected=True) from None
+            raw = await _read_capped(resp, self.name, self.max_event_bytes)
             try:
                 result = json.loads(raw)
             except ValueError:
@@ -170,24 +184,26 @@ class OpenAIUpstream:
             self._observe(started, exc)
             raise
         if "text/event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
-            return UpstreamStream(
-                self.name, _single_body_as_stream(resp, self.name), resp.close, self._observer, started
-            )
+            body_stream = _single_body_as_stream(resp, self.name, self.max_event_bytes)
+            return UpstreamStream(self.name, body_stream, resp.close, self._observer, started)
         return UpstreamStream(self.name, self._payloads(resp), resp.close, self._observer, started)
 
     async def _payloads(self, resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
         """Event payloads until [DONE]. A body that ends before [DONE] and before any
         ``finish_reason`` was cut short (a crashed server): that is an error, not a clean end."""
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(self.max_event_bytes)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         finished = False
         try:
             async for raw in resp.content.iter_any():
-                for event in decoder.decode(utf8.decode(raw)):
+                events, too_large = _decode(decoder, utf8.decode(raw))
+                for event in events:
                     if event.data == DONE:
                         return
                     finished = finished or _finishes(event)
                     yield event.data
+                if too_large is not None:
+                    raise too_large
             for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
                 if event.data == DONE:
                     return
@@ -195,6 +211,9 @@ class OpenAIUpstream:
                 yield event.data
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _map_client_error(exc, self.name, connected=True) from None
+        except EventTooLarge:
+            resp.close()  # drop the connection: reading the rest of the event would cost as much
+            raise _too_large(self.name, self.max_event_bytes) from None
         finally:
             resp.release()
         if not finished:
@@ -224,18 +243,20 @@ def _finishes(event: SSEEvent) -> bool:
     return _FINISHED.search(event.data) is not None
 
 
-async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> AsyncIterator[str]:
+def _decode(decoder: SSEDecoder, text: str) -> tuple[list[SSEEvent], EventTooLarge | None]:
+    """The events in ``text``; an event past the cap comes back after the complete ones before it."""
+    try:
+        return decoder.decode(text), None
+    except EventTooLarge as exc:
+        return exc.events, exc
+
+
+async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str, limit: int) -> AsyncIterator[str]:
     """Some servers ignore ``stream: true`` and answer with one JSON body: relay it as one event.
 
     Only a chat completion (or an error) is: any other 200 body (an HTML page, ``{}``, text)
     would read as an empty answer, so it is an ``UpstreamProtocolError``."""
-    try:
-        raw = await resp.read()
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        raise _map_client_error(exc, name, connected=True) from None
-    finally:
-        resp.release()
-    text = raw.decode("utf-8", "replace")
+    text = (await _read_capped(resp, name, limit)).decode("utf-8", "replace")
     try:
         body = json.loads(text)
     except ValueError:
@@ -245,6 +266,33 @@ async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str) -> Asy
             f"upstream '{name}' answered a stream request with a body that is not a chat completion"
         )
     yield text
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, name: str, limit: int) -> bytes:
+    """The whole body, refused (connection dropped) as soon as it passes ``limit`` bytes."""
+    body = bytearray()
+    try:
+        if resp.content_length is not None and resp.content_length > limit:
+            resp.close()
+            raise _too_large(name, limit)
+        async for piece in resp.content.iter_any():
+            body += piece
+            if len(body) > limit:
+                resp.close()
+                raise _too_large(name, limit)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _map_client_error(exc, name, connected=True) from None
+    finally:
+        resp.release()
+    return bytes(body)
+
+
+def _too_large(name: str, limit: int) -> UpstreamProtocolError:
+    return UpstreamProtocolError(
+        f"upstream '{name}' sent an answer or event larger than the limit of {limit} bytes "
+        "(TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES)",
+        code="upstream_event_too_large",
+    )
 
 
 def relay_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
