@@ -6,7 +6,11 @@
     ├── Forbidden                   403 forbidden (origin_not_allowed, host_not_allowed)
     ├── NotFound                    404 not_found
     │   └── ModelNotFound           404 model_not_found
+    ├── RequestTimeout              408 request_timeout           (also a TimeoutError): the head or
+    │                                   body did not arrive within its bound
     ├── PayloadTooLarge             413 request_too_large
+    ├── Overloaded                  503 overloaded, Retry-After: this worker is at its in-flight or
+    │                                   connection limit
     ├── DeadlineExceeded            504 deadline_exceeded
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
@@ -15,11 +19,14 @@
         ├── UpstreamUnavailable     502 upstream_unreachable      (also a ConnectionError): no connection
         ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
         ├── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
+        ├── UpstreamBusy            503 upstream_pool_full, Retry-After: every pooled connection to
+        │                               the upstream stayed busy while we waited for one
         └── NoValidToolCall         502 no_valid_tool_call: tool_choice demanded a call and the
                                         model answered without one (after the re-asks)
 
 Code raises these; ``render_error`` turns any exception into (status, body, metric label, log
-level), for the middleware and for streams alike. Nothing else builds error bodies. Messages
+level, headers such as ``Retry-After``), for the middleware, for streams and for the connection
+guard's raw answers alike. Nothing else builds error bodies. Messages
 never contain secrets: upstream bodies are reduced to their ``message`` field.
 """
 
@@ -39,6 +46,7 @@ class ProxyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = "internal_error"
+    retry_after: int | None = None  # seconds; sent as ``Retry-After`` (overload: try again soon)
 
     def __init__(
         self,
@@ -93,6 +101,25 @@ class ModelNotFound(NotFound):
     code = "model_not_found"
 
 
+class RequestTimeout(ProxyError, TimeoutError):
+    """The client did not send its request head or body within the bound (a slow or stalled client).
+
+    A ``TimeoutError`` too, so aiohttp's lingering read of an unread body ends quietly on it."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
+class Overloaded(ProxyError):
+    """This worker is at a limit (requests in flight, open connections): shed at once, retry soon."""
+
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+    retry_after = 1
+
+
 class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
@@ -140,6 +167,14 @@ class UpstreamDisconnected(UpstreamError, ConnectionError):
 class UpstreamTimeout(UpstreamError, TimeoutError):
     status = 504
     code = "upstream_timeout"
+
+
+class UpstreamBusy(UpstreamError):
+    """Every connection of the upstream's pool stayed busy for as long as we waited for one."""
+
+    status = 503
+    code = "upstream_pool_full"
+    retry_after = 1
 
 
 class NoValidToolCall(UpstreamError):
@@ -209,6 +244,11 @@ class ErrorView:
     level: int
     error: ProxyError
 
+    def headers(self) -> dict[str, str]:
+        """Headers the answer carries besides the body: ``Retry-After`` on overload."""
+        after = self.error.retry_after
+        return {} if after is None else {"Retry-After": str(after)}
+
 
 _INTERNAL = "The server had an error while processing your request."
 
@@ -224,6 +264,12 @@ def render_error(exc: BaseException) -> ErrorView:
     else:
         err, level = ProxyError(_INTERNAL), logging.ERROR
     return ErrorView(err.status, err.body(), err.code or f"{err.status // 100}xx", level, err)
+
+
+def bad_http_request(reason: str) -> InvalidRequest:
+    """A request the HTTP parser refused (malformed request line, header too long, bad chunked
+    encoding, ...): a 400 in OpenAI's shape instead of aiohttp's ``text/plain``."""
+    return InvalidRequest(f"Malformed HTTP request: {reason[:300]}", code="bad_http_request")
 
 
 def http_status_error(status: int, reason: str | None, method: str = "", path: str = "") -> ProxyError:
