@@ -35,6 +35,7 @@ from itertools import islice
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 
 FD_RESERVE = 256  # descriptors kept for upstream connections, files and the listener
 OVERFLOW_BAND = 32  # connections admitted past the cap while none is idle (health checks, metrics)
+# After a 408 we send FIN and keep reading (and dropping) what the client still sends for this long:
+# closing with its bytes unread would answer them with a reset, which can cut our 408 short.
+LINGER = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +83,14 @@ def raw_error(error: ProxyError, *, extra: dict[str, str] | None = None) -> byte
 class GuardedRequestHandler(RequestHandler):
     """aiohttp's protocol with the head and body timers and JSON protocol errors."""
 
-    __slots__ = ("_body", "_guard", "_head_timer", "overflow")
+    __slots__ = ("_body", "_body_late", "_guard", "_head_timer", "overflow")
 
     def __init__(self, manager: GuardedServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._guard = manager
         self._head_timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None  # the last request's body, while it is being received
+        self._body_late = False
         self.overflow = False  # admitted past the cap: /v1 requests on it are shed (see overload)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -135,7 +140,14 @@ class GuardedRequestHandler(RequestHandler):
         self._guard.metrics.record_connection_drop("head_timeout")
         seconds = self._guard.limits.head_timeout
         self.transport.write(raw_error(RequestTimeout(f"The request head did not arrive within {seconds:g}s.")))
-        self.force_close()
+        self.close()  # parse nothing more: what still arrives is dropped
+        self._half_close()
+        self._loop.call_later(LINGER, self.force_close)
+
+    def _half_close(self) -> None:
+        """Send FIN after what is written; the socket stays open for reading (see ``LINGER``)."""
+        if self.transport is not None and self.transport.can_write_eof():
+            self.transport.write_eof()
 
     def _body_overdue(self, payload: StreamReader) -> None:
         """The body is late: its reader fails (the handler's read answers 408), then we close."""
@@ -144,14 +156,19 @@ class GuardedRequestHandler(RequestHandler):
         self._guard.metrics.record_connection_drop("body_timeout")
         seconds = self._guard.limits.body_timeout
         payload.set_exception(RequestTimeout(f"The request body did not arrive within {seconds:g}s."))
-        self.close()  # read nothing more from this client; close once the answer is out
+        self._body_late = True
+        self.close()  # parse nothing more: what still arrives is dropped; close once the answer is out
 
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
-        """After an answer the connection waits for the next request: it can give way at the cap."""
+        """After an answer the connection waits for the next request: it can give way at the cap.
+        After the 408 for a late body it lingers (``LINGER``) before aiohttp closes it."""
         result = await super().finish_response(request, resp, start_time)
-        if not self._messages and not self._close and not self._force_close:
+        if self._body_late:
+            self._half_close()
+            await asyncio.sleep(LINGER)  # cut short when the client closes (handler cancellation)
+        elif not self._messages and not self._close and not self._force_close:
             self._guard.idle(self)
         return result
 
@@ -168,8 +185,9 @@ class GuardedRequestHandler(RequestHandler):
         view = _protocol_error_view(status, exc, message)
         if view.level >= logging.ERROR:
             log.error("unhandled error serving a request", exc_info=exc)
-        else:
-            log.info("refused a malformed HTTP request: %s", view.error.message)
+        else:  # TLS or other non-HTTP bytes on the port are everyday internet noise: DEBUG
+            level = logging.DEBUG if isinstance(exc, BadHttpMethod) else logging.INFO
+            log.log(level, "refused a malformed HTTP request: %s", view.error.message)
         resp = web.json_response(view.body, status=view.status, headers=view.headers())
         resp.force_close()
         return resp

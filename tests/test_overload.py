@@ -92,6 +92,8 @@ async def test_a_full_upstream_pool_is_a_clear_503_not_a_timeout(start_proxy, fa
         error = assert_error(body, code="upstream_pool_full", type_="upstream_error")
         assert "all 1 connections" in error["message"] and "'up'" in error["message"]
         assert 0.4 < took < 1.5
+        outcome = {"upstream": "up", "outcome": "pool_full"}
+        assert proxy.metrics.registry.get_sample_value("toolshim_upstream_requests_total", outcome) == 1
         assert (await held)[0] == 200
         status, _, _, _ = await post(session, proxy)  # the connection is free again
         assert status == 200

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from ..delta import Payload
 from ..errors import (
     ProxyError,
+    UpstreamBusy,
     UpstreamDisconnected,
     UpstreamHTTPError,
     UpstreamProtocolError,
@@ -31,6 +32,8 @@ def outcome_of(error: BaseException | None) -> str:
         return "ok"
     if isinstance(error, UpstreamTimeout):
         return "timeout"
+    if isinstance(error, UpstreamBusy):
+        return "pool_full"
     if isinstance(error, UpstreamUnavailable):
         return "connect_error"
     if isinstance(error, UpstreamDisconnected):
