@@ -18,8 +18,8 @@ exhaust the worker's file descriptors. ``GuardedAppRunner`` serves the app throu
 * JSON bodies for the HTTP parser's own 400s (malformed request line, header too long, bad
   chunked encoding, ...), which aiohttp sends as ``text/plain``.
 
-It relies on three of ``RequestHandler``'s attributes (``_messages``, ``_request_in_progress``,
-``_close``); tests/test_connections.py fails if aiohttp changes them.
+It relies on four of ``RequestHandler``'s attributes (``_messages``, ``_request_in_progress``,
+``_close``, ``_force_close``); tests/test_connections.py fails if aiohttp changes them.
 It does not limit requests in flight (``overload``) or touch the upstream side.
 """
 
@@ -103,13 +103,14 @@ class GuardedRequestHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        """Start the head timer on a request's first byte; stop it when the parser has the head."""
-        if data and self._head_timer is None and not (self._close or self._force_close or self._receiving_body()):
-            self._head_timer = self._loop.call_later(self._guard.limits.head_timeout, self._head_overdue)
-        queued = len(self._messages)
+        """Start the head timer when bytes of a head arrive and it is not complete yet (a head that
+        comes whole, the usual case, needs no timer); stop it when the parser has the head."""
+        queued, head_bytes = len(self._messages), not self._receiving_body()
         super().data_received(data)
         if len(self._messages) > queued:
             self._heads_parsed(payload for _, payload in islice(self._messages, queued, None))
+        elif data and head_bytes and self._head_timer is None and not (self._close or self._force_close):
+            self._head_timer = self._loop.call_later(self._guard.limits.head_timeout, self._head_overdue)
 
     def _receiving_body(self) -> bool:
         return self._body is not None and not self._body.is_eof()

@@ -34,7 +34,7 @@ from toolshim.rules import load_rules
 from toolshim.settings import Settings
 
 from tests.conftest import Proxy, free_port, write_rules
-from tests.fakes import FakeUpstream
+from tests.fakes import FakeUpstream, Reply, completion, text_stream
 from tests.test_core_errors import assert_error
 
 HOST = b"Host: 127.0.0.1\r\n"
@@ -168,6 +168,21 @@ async def test_a_slow_head_that_completes_in_time_is_served(start_proxy) -> None
     writer.close()
     assert answer.status == 200
     assert drops(proxy, "head_timeout") == 0
+
+
+async def test_no_bound_cuts_a_long_answer_or_a_kept_alive_connection(start_proxy, fake_upstream: FakeUpstream) -> None:
+    """The bounds are on what the client sends: a stream that runs three times longer than every
+    bound completes, and the same keep-alive connection then serves the next request."""
+    fake_upstream.script(Reply(pieces=text_stream(["x"] * 15), delay=0.1), Reply(body=completion("ok")))
+    proxy = await start_proxy(head_timeout=0.5, body_timeout=0.5, keepalive_timeout=0.5)
+    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0, timeout=10)
+    messages: Any = [{"role": "user", "content": "hi"}]
+    stream = await client.chat.completions.create(model="m", messages=messages, stream=True)
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "x" * 15
+    await chat_ok(proxy, client)  # at once: the connection the stream used is still open
+    await client.close()
+    assert drops(proxy, "head_timeout") == drops(proxy, "body_timeout") == 0
 
 
 async def test_at_the_cap_idle_connections_give_way_to_new_ones(start_proxy) -> None:
