@@ -63,7 +63,7 @@ class ConnectionLimits:
     overflow: int = OVERFLOW_BAND  # admitted past the cap while no connection is idle
 
 
-def raw_error(error: ProxyError, *, extra: dict[str, str] | None = None) -> bytes:
+def raw_error(error: ProxyError) -> bytes:
     """A whole HTTP/1.1 answer carrying ``error`` in OpenAI's shape, then ``Connection: close``:
     for connections that are closed before (or instead of) reaching the app."""
     view = render_error(error)
@@ -73,7 +73,6 @@ def raw_error(error: ProxyError, *, extra: dict[str, str] | None = None) -> byte
         "Content-Length": str(len(body)),
         "Connection": "close",
         **view.headers(),
-        **(extra or {}),
     }
     head = f"HTTP/1.1 {view.status} {HTTPStatus(view.status).phrase}\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
@@ -272,10 +271,6 @@ class GuardedServer(web.Server):
         self._open.discard(handler)
         self._idle.pop(handler, None)
 
-    @property
-    def open_connections(self) -> int:
-        return len(self._open)
-
 
 class GuardedAppRunner(web.AppRunner):
     """``web.AppRunner`` serving through ``GuardedServer``."""
@@ -317,6 +312,8 @@ def raise_fd_limit() -> int:
 
 def connection_cap(wanted: int, fd_limit: int) -> int:
     """``max_connections``, lowered (with a warning) so client sockets cannot exhaust the descriptors."""
+    if fd_limit == resource.RLIM_INFINITY:
+        return wanted
     usable = max(16, fd_limit - FD_RESERVE - OVERFLOW_BAND)
     if wanted <= usable:
         return wanted

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,6 +274,7 @@ def test_the_cap_fits_the_open_files_limit() -> None:
     assert connection_cap(4096, 1 << 20) == 4096
     assert connection_cap(4096, 1024) == 1024 - FD_RESERVE - ConnectionLimits(1, 1, 1, 1).overflow
     assert connection_cap(4096, 100) == 16
+    assert connection_cap(4096, resource.RLIM_INFINITY) == 4096
 
 
 def test_raw_error_is_a_whole_http_answer() -> None:
