@@ -6,13 +6,16 @@ middlewares read the typed state from ``state``.
 
 from __future__ import annotations
 
+import resource
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
 from .handlers import add_routes
 from .metrics import Metrics
 from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
+from .overload import overload_middleware
 from .redact import REDACTOR, install_log_redaction
 from .responses.store import open_store
 from .rules import RuleSet
@@ -37,7 +40,7 @@ async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
     app = web.Application(
-        middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware],
+        middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware, overload_middleware],
         client_max_size=settings.max_body_bytes,
     )
     metrics = metrics or Metrics()
@@ -59,11 +62,16 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
 async def start_site(
     app: web.Application, host: str, port: int, *, reuse_port: bool = False, shutdown_timeout: float = 30.0
 ) -> web.AppRunner:
-    """Serve ``app``; handler cancellation is on so a client that leaves cancels its upstream at once."""
-    # auto_decompress off: a compressed body is refused unread (handlers.read_json), never inflated
-    runner = web.AppRunner(
-        app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout, auto_decompress=False
+    """Serve ``app`` within the connection bounds of its settings (``connections``); handler
+    cancellation is on so a client that leaves cancels its upstream at once."""
+    settings = app[SETTINGS]
+    limits = ConnectionLimits(
+        head_timeout=settings.head_timeout,
+        body_timeout=settings.body_timeout,
+        keepalive_timeout=settings.keepalive_timeout,
+        max_connections=connection_cap(settings.max_connections, resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
     )
+    runner = GuardedAppRunner(app, limits=limits, metrics=app[METRICS], shutdown_timeout=shutdown_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=1024)
     await site.start()

@@ -6,8 +6,12 @@
     ├── Forbidden                   403 forbidden (origin_not_allowed, host_not_allowed)
     ├── NotFound                    404 not_found
     │   └── ModelNotFound           404 model_not_found
+    ├── RequestTimeout              408 request_timeout           (also a TimeoutError): the head or
+    │                                   body did not arrive within its bound
     ├── PayloadTooLarge             413 request_too_large
     ├── UnsupportedMediaType        415 unsupported_content_encoding (a compressed body)
+    ├── Overloaded                  503 overloaded, Retry-After: this worker is at its in-flight or
+    │                                   connection limit
     ├── DeadlineExceeded            504 deadline_exceeded
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
@@ -18,17 +22,21 @@
         ├── UpstreamDisconnected    502 upstream_disconnected     (also a ConnectionError): dropped mid-answer
         ├── UpstreamTimeout         504 upstream_timeout          (also a TimeoutError)
         │   └── FirstTokenTimeout   504 first_token_timeout: headers came, no token did (the rule's limit)
+        ├── UpstreamBusy            503 upstream_pool_full, Retry-After: every pooled connection to
+        │                               the upstream stayed busy while we waited for one
         └── NoValidToolCall         502 no_valid_tool_call: tool_choice demanded a call and the
                                         model answered without one (after the re-asks)
 
 Code raises these; ``render_error`` turns any exception into (status, body, headers, metric
-label, log level), for the middleware and for streams alike. Nothing else builds error bodies.
-Messages never contain secrets: upstream bodies are reduced to their ``message`` field.
+label, log level), for the middleware, for streams and for the connection guard's raw answers
+alike. Nothing else builds error bodies. Messages never contain secrets: upstream bodies are
+reduced to their ``message`` field.
 
 Retry advice: every error answer says whether a retry makes sense, in the header the OpenAI SDKs
 read (``x-should-retry``): ``false`` for the deterministic 4xx (the same request fails the same
-way), ``true`` for 408/409/429 and 5xx. An upstream's ``Retry-After`` on a 429/503 is passed on.
-The proxy itself never retries once the client has a byte, so clients are the one retry layer.
+way), ``true`` for 408/409/429 and 5xx. Our own 503s (overload, a full pool) carry ``Retry-After``;
+an upstream's ``Retry-After`` on a 429/503 is passed on. The proxy itself never retries once the
+client has a byte, so clients are the one retry layer.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class ProxyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = "internal_error"
+    retry_after: int | None = None  # seconds; sent as ``Retry-After`` (overload: try again soon)
 
     def __init__(
         self,
@@ -103,6 +112,25 @@ class ModelNotFound(NotFound):
     code = "model_not_found"
 
 
+class RequestTimeout(ProxyError, TimeoutError):
+    """The client did not send its request head or body within the bound (a slow or stalled client).
+
+    A ``TimeoutError`` too, so aiohttp's lingering read of an unread body ends quietly on it."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
+class Overloaded(ProxyError):
+    """This worker is at a limit (requests in flight, open connections): shed at once, retry soon."""
+
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+    retry_after = 1
+
+
 class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
@@ -134,10 +162,10 @@ class UpstreamHTTPError(UpstreamError):
         type: str | None = None,
         code: str | None = None,
         param: str | None = None,
-        retry_after: dict[str, str] | None = None,
+        upstream_retry: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message, status=status, type=type or _type_for_status(status), code=code, param=param)
-        self.retry_after = retry_after or {}  # the upstream's Retry-After headers, passed to the client
+        self.upstream_retry = upstream_retry or {}  # the upstream's Retry-After headers, passed to the client
 
 
 class UpstreamProtocolError(UpstreamError):
@@ -170,6 +198,14 @@ class FirstTokenTimeout(UpstreamTimeout):
     """The upstream answered (or is still connecting) but sent no token within ``first_token_timeout``."""
 
     code = "first_token_timeout"
+
+
+class UpstreamBusy(UpstreamError):
+    """Every connection of the upstream's pool stayed busy for as long as we waited for one."""
+
+    status = 503
+    code = "upstream_pool_full"
+    retry_after = 1
 
 
 class NoValidToolCall(UpstreamError):
@@ -226,7 +262,7 @@ def upstream_http_error(status: int, raw: bytes | str, headers: Mapping[str, str
         type=err_type,
         code=code,
         param=param,
-        retry_after=retry_after_headers(status, headers),
+        upstream_retry=retry_after_headers(status, headers),
     )
     if keep_null_code:  # an OpenAI-shaped upstream error said code: null; relay it as it was
         error.code = None
@@ -309,9 +345,17 @@ def retry_headers(err: ProxyError) -> dict[str, str]:
     retries would only repeat them. 408, 409, 429 and 5xx (timeouts, an unreachable upstream) say ``true``."""
     retry = err.status in (408, 409, 429) or err.status >= 500
     headers = {"x-should-retry": "true" if retry else "false"}
+    if err.retry_after is not None:
+        headers["Retry-After"] = str(err.retry_after)
     if isinstance(err, UpstreamHTTPError):
-        headers.update(err.retry_after)
+        headers.update(err.upstream_retry)
     return headers
+
+
+def bad_http_request(reason: str) -> InvalidRequest:
+    """A request the HTTP parser refused (malformed request line, header too long, bad chunked
+    encoding, ...): a 400 in OpenAI's shape instead of aiohttp's ``text/plain``."""
+    return InvalidRequest(f"Malformed HTTP request: {reason[:300]}", code="bad_http_request")
 
 
 def http_status_error(status: int, reason: str | None, method: str = "", path: str = "") -> ProxyError:

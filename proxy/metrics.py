@@ -122,6 +122,21 @@ class Metrics:
             "toolshim_policy_actions", "Conversation policies that acted.", ["model", "policy"], registry=reg
         )
         self.rules_reloads = Counter("toolshim_rules_reloads", "Rules reloads by result.", ["result"], registry=reg)
+        self.connections_open = Gauge(
+            "toolshim_connections_open", "Client connections open now.", registry=reg, multiprocess_mode="livesum"
+        )
+        self.connection_drops = Counter(
+            "toolshim_connection_drops",
+            "Client connections closed by a bound: head_timeout, body_timeout, idle_evicted, refused.",
+            ["reason"],
+            registry=reg,
+        )
+        self.requests_shed = Counter(
+            "toolshim_requests_shed",
+            "Requests answered 503 + Retry-After at once: in_flight_limit, connection_limit.",
+            ["reason"],
+            registry=reg,
+        )
 
     def _add_process_collectors(self) -> None:
         from prometheus_client.gc_collector import GCCollector
@@ -195,6 +210,20 @@ class Metrics:
 
     def record_reload(self, ok: bool) -> None:
         self._child(self.rules_reloads, "ok" if ok else "error").inc()
+
+    def connection_opened(self) -> None:
+        self.connections_open.inc()
+
+    def connection_closed(self) -> None:
+        self.connections_open.dec()
+
+    def record_connection_drop(self, reason: str) -> None:
+        """``reason``: head_timeout, body_timeout, idle_evicted, refused."""
+        self._child(self.connection_drops, reason).inc()
+
+    def record_shed(self, reason: str) -> None:
+        """``reason``: in_flight_limit, connection_limit."""
+        self._child(self.requests_shed, reason).inc()
 
     def observe_upstream(self, upstream: str, outcome: str, seconds: float, status: int | None) -> None:
         """The upstream clients' observer hook."""

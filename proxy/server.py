@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
+from .connections import raise_fd_limit
 from .logs import configure_logging
+from .logthrottle import install_loop_throttle
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ async def _serve_async(settings: Settings, reuse_port: bool) -> None:
     from .rules import load_rules
     from .state import STATE, reload_rules
 
+    install_loop_throttle(asyncio.get_running_loop())  # a flood of accept errors logs a line per 10 s
     app = create_app(settings, load_rules(settings.rules_path))
     runner = await start_site(
         app, settings.host, settings.port, reuse_port=reuse_port, shutdown_timeout=settings.drain_seconds
@@ -64,6 +67,7 @@ async def _serve_async(settings: Settings, reuse_port: bool) -> None:
 def _run_worker(settings: Settings, reuse_port: bool) -> None:
     """One worker's event loop: uvloop where it is installed (less CPU per request), else asyncio's."""
     configure_logging(settings.log_level)
+    raise_fd_limit()  # idle sockets must hit TOOLSHIM_MAX_CONNECTIONS, not the open-files limit
     try:
         import uvloop
     except ImportError:

@@ -39,6 +39,12 @@ class Settings(BaseModel):
     max_upstream_event_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # one upstream SSE event or body
     drain_seconds: float = Field(30.0, ge=0)
     ready_delay: float = Field(1.0, ge=0)  # seconds /readyz reports draining before the listener closes
+    # connection and overload bounds, per worker (proxy/connections.py, proxy/overload.py)
+    head_timeout: float = Field(20.0, gt=0)  # seconds from a request's first byte to the end of its head
+    body_timeout: float = Field(60.0, gt=0)  # seconds from the end of the head to the end of the body
+    keepalive_timeout: float = Field(75.0, gt=0)  # seconds an idle connection (no request started) stays open
+    max_connections: int = Field(4096, ge=1)  # open client connections per worker (idle ones give way first)
+    max_in_flight: int = Field(1024, ge=1)  # /v1 requests served at once per worker; more get 503 + Retry-After
     log_level: str = "INFO"
     log_content: bool = False  # log message contents at DEBUG (off: they may be private)
     dump_dir: Path | None = None  # write raw upstream text of emulated responses here
@@ -127,6 +133,11 @@ ENV_VARS = {
     "max_upstream_event_bytes": "TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES",
     "drain_seconds": "TOOLSHIM_DRAIN_SECONDS",
     "ready_delay": "TOOLSHIM_READY_DELAY",
+    "head_timeout": "TOOLSHIM_HEAD_TIMEOUT",
+    "body_timeout": "TOOLSHIM_BODY_TIMEOUT",
+    "keepalive_timeout": "TOOLSHIM_KEEPALIVE_TIMEOUT",
+    "max_connections": "TOOLSHIM_MAX_CONNECTIONS",
+    "max_in_flight": "TOOLSHIM_MAX_IN_FLIGHT",
     "log_level": "TOOLSHIM_LOG_LEVEL",
     "log_content": "TOOLSHIM_LOG_CONTENT",
     "dump_dir": "TOOLSHIM_DUMP_DIR",

@@ -37,6 +37,7 @@ class Runtime:
 class AppState:
     runtime: Runtime
     draining: bool = False
+    in_flight: int = 0  # /v1 requests being served by this worker (overload)
     auto_emulate_until: dict[str, float] = field(default_factory=dict)  # tool_mode auto memory
 
 

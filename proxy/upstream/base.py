@@ -19,6 +19,7 @@ from ..delta import Payload, decode, parse_payload
 from ..errors import (
     FirstTokenTimeout,
     ProxyError,
+    UpstreamBusy,
     UpstreamDisconnected,
     UpstreamHTTPError,
     UpstreamProtocolError,
@@ -36,6 +37,8 @@ def outcome_of(error: BaseException | None) -> str:
         return "ok"
     if isinstance(error, UpstreamTimeout):
         return "timeout"
+    if isinstance(error, UpstreamBusy):
+        return "pool_full"
     if isinstance(error, UpstreamUnavailable):
         return "connect_error"
     if isinstance(error, UpstreamDisconnected):

@@ -59,7 +59,7 @@ def _map_error(exc: Exception, name: str) -> ProxyError:
     if isinstance(exc, litellm.exceptions.APIConnectionError):
         return UpstreamUnavailable(f"upstream '{name}' is unreachable: {message}")
     if isinstance(status, int) and 400 <= status < 600:
-        return UpstreamHTTPError(status, message, retry_after=retry_after_headers(status, _headers_of(exc)))
+        return UpstreamHTTPError(status, message, upstream_retry=retry_after_headers(status, _headers_of(exc)))
     return UpstreamHTTPError(502, f"upstream '{name}' failed: {message}")
 
 

@@ -7,6 +7,9 @@ decoder (``async for line in content`` fails on lines over 128 KiB: big tool arg
 One event, and one whole non-streamed body, may hold at most ``max_event_bytes``
 (``TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES``): past it the answer is a 502 ``upstream_event_too_large``
 (an error event once a stream has started) and the connection is dropped without reading on.
+A request that waited for a free pooled connection (``max_connections`` all busy) for the whole
+connect timeout ends in a 503 ``upstream_pool_full`` with ``Retry-After``, not in a 504: aiohttp's
+tracing tells us it was queued for the pool rather than connecting.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 
 from ..allowlist import chat_body
 from ..errors import (
+    UpstreamBusy,
     UpstreamDisconnected,
     UpstreamProtocolError,
     UpstreamTimeout,
@@ -72,6 +77,42 @@ def _map_client_error(exc: BaseException, name: str, *, connected: bool = False)
     return UpstreamUnavailable(f"upstream '{name}' is unreachable: {_cause(exc)}")
 
 
+class _PoolWait:
+    """Whether one request is waiting for a free pooled connection (set by the trace hooks)."""
+
+    __slots__ = ("queued",)
+
+    def __init__(self) -> None:
+        self.queued = False
+
+
+async def _queued_start(_session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: object) -> None:
+    if isinstance(ctx.trace_request_ctx, _PoolWait):
+        ctx.trace_request_ctx.queued = True
+
+
+async def _queued_end(_session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: object) -> None:
+    if isinstance(ctx.trace_request_ctx, _PoolWait):
+        ctx.trace_request_ctx.queued = False
+
+
+def _pool_tracing() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_queued_start.append(_queued_start)
+    trace.on_connection_queued_end.append(_queued_end)
+    return trace
+
+
+def _map_send_error(exc: BaseException, name: str, wait: _PoolWait, pool_size: int) -> Exception:
+    """Like ``_map_client_error``; a timeout while still queued for the pool is "busy", not "timed out"."""
+    if wait.queued and isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return UpstreamBusy(
+            f"upstream '{name}' is busy: all {pool_size} connections (max_connections) stayed in use "
+            "while this request waited for one; retry shortly"
+        )
+    return _map_client_error(exc, name)
+
+
 def _cause(exc: BaseException) -> str:
     """What went wrong, without the address: "connection refused", "name does not resolve", ..."""
     os_error = getattr(exc, "os_error", exc)
@@ -105,7 +146,11 @@ class OpenAIUpstream:
                 total=self.config.total_timeout, connect=self.config.connect_timeout, sock_read=self.config.read_timeout
             )
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self._headers(), skip_auto_headers=("User-Agent",)
+                connector=connector,
+                timeout=timeout,
+                headers=self._headers(),
+                skip_auto_headers=("User-Agent",),
+                trace_configs=[_pool_tracing()],
             )
 
     async def close(self) -> None:
@@ -131,12 +176,16 @@ class OpenAIUpstream:
         session = await self._session_ready()
         data = dumps(chat_body(body, self._allowed))
         payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
+        wait = _PoolWait()
         try:
             return await session.post(
-                self._base + "/chat/completions", data=payload, headers={"Content-Type": "application/json"}
+                self._base + "/chat/completions",
+                data=payload,
+                headers={"Content-Type": "application/json"},
+                trace_request_ctx=wait,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _map_client_error(exc, self.name) from None
+            raise _map_send_error(exc, self.name, wait, self.config.max_connections) from None
 
     async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
         if resp.status < 400:
@@ -228,10 +277,13 @@ class OpenAIUpstream:
             raise ValueError(f"not a plain endpoint path: {path!r}")
         session = await self._session_ready()
         headers = {"Content-Type": content_type} if content_type else {}
+        wait = _PoolWait()
         try:
-            resp = await session.request(method, self._base + path, data=body or None, headers=headers)
+            resp = await session.request(
+                method, self._base + path, data=body or None, headers=headers, trace_request_ctx=wait
+            )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _map_client_error(exc, self.name) from None
+            raise _map_send_error(exc, self.name, wait, self.config.max_connections) from None
         await self._raise_for_status(resp)  # errors in OpenAI's shape, with any echoed key masked
         return resp
 

@@ -36,6 +36,9 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
         ("toolshim_markup_sanitized_total", "counter", "model format"),
         ("toolshim_policy_actions_total", "counter", "model policy"),
         ("toolshim_rules_reloads_total", "counter", "result"),
+        ("toolshim_connections_open", "gauge", ""),
+        ("toolshim_connection_drops_total", "counter", "reason"),
+        ("toolshim_requests_shed_total", "counter", "reason"),
     ]
 }
 

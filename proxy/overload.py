@@ -1,0 +1,46 @@
+"""Overload control: a per-worker limit on /v1 requests in flight, shed at once with 503 + Retry-After.
+
+Past the limit, queueing only turns into slow failures (a full upstream pool, then a misleading
+timeout); a prompt 503 with ``Retry-After`` lets clients and load balancers back off or go
+elsewhere. /healthz, /readyz, /metrics and /admin are never limited. Connections the connection
+guard admitted past its cap (``connections``, ``overflow``) get the same 503 for /v1 and are
+closed after their answer. The limit counts requests from the middleware to the handler's end,
+so a stream holds its place until it finishes.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .connections import GuardedRequestHandler
+from .errors import Overloaded
+from .middleware import Handler
+from .state import METRICS, SETTINGS, STATE
+
+
+@web.middleware
+async def overload_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Serve the request if this worker has room for it, else answer 503 with Retry-After at once."""
+    overflow = _overflow_connection(request)
+    if overflow is not None:
+        overflow.close()  # after this answer: the place goes back to connections within the cap
+    if not request.path.startswith("/v1/") or request.method == "OPTIONS":
+        return await handler(request)
+    if overflow is not None:
+        request.app[METRICS].record_shed("connection_limit")
+        raise Overloaded("This server has too many open connections; retry shortly.", code="too_many_connections")
+    state, limit = request.app[STATE], request.app[SETTINGS].max_in_flight
+    if state.in_flight >= limit:
+        request.app[METRICS].record_shed("in_flight_limit")
+        raise Overloaded(f"This server is serving its limit of {limit} requests at once; retry shortly.")
+    state.in_flight += 1
+    try:
+        return await handler(request)
+    finally:
+        state.in_flight -= 1
+
+
+def _overflow_connection(request: web.Request) -> GuardedRequestHandler | None:
+    """The connection, if the guard admitted it past its cap."""
+    protocol = request.protocol
+    return protocol if isinstance(protocol, GuardedRequestHandler) and protocol.overflow else None
