@@ -8,6 +8,7 @@
     │   └── ModelNotFound           404 model_not_found
     ├── PayloadTooLarge             413 request_too_large
     ├── DeadlineExceeded            504 deadline_exceeded
+    ├── ShuttingDown                503 shutting_down: the drain's deadline came first (Retry-After)
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
         ├── UpstreamProtocolError   502 upstream_protocol_error: bad JSON, an error event mid-stream,
@@ -58,6 +59,10 @@ class ProxyError(Exception):
             self.status = status
         if type is not None:
             self.type = type
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the error response carries besides the body (none by default)."""
+        return {}
 
     def body(self) -> dict[str, Any]:
         """OpenAI's error shape, with every configured secret masked."""
@@ -153,6 +158,20 @@ class DeadlineExceeded(ProxyError):
     status = 504
     type = "timeout_error"
     code = "deadline_exceeded"
+
+
+class ShuttingDown(ProxyError):
+    """This worker is stopping and its drain deadline came before the answer; another one can serve it."""
+
+    status = 503
+    code = "shutting_down"
+    retry_after = 1  # seconds: by then the load balancer routes to a worker that is not stopping
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; retry the request.")
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 def _type_for_status(status: int) -> str:

@@ -59,7 +59,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
             )
         if isinstance(exc, ProxyError) and info.error_code is None:
             info.error_code = view.label
-        response = web.json_response(view.body, status=view.status)
+        response = web.json_response(view.body, status=view.status, headers=view.error.headers())
     if not response.prepared:
         response.headers["X-Request-Id"] = rid
     _finish(request, info, response.status)
