@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
     serve.add_argument(
-        "--workers", help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)"
+        "--workers", help="worker processes on one port (env TOOLSHIM_WORKERS, default: the CPUs this process may use)"
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
     serve.add_argument(
