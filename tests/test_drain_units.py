@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from toolshim.drain import INFLIGHT, drain
 from toolshim.rules import load_rules
 from toolshim.server import RestartPolicy
 from toolshim.settings import Settings
+from toolshim.state import METRICS
 
 from tests.conftest import free_port, write_rules
 from tests.fakes import FakeUpstream, Reply, text_stream
@@ -93,19 +96,24 @@ async def test_a_client_that_leaves_during_the_drain_is_not_answered_503(
 ) -> None:
     """Only the drain's own cancellation becomes a 503; a client hanging up stays a 499."""
     fake_upstream.script(Reply(body={"never": "sent"}, hang=30))
-    async with aiohttp.ClientSession() as session:
-        request = asyncio.ensure_future(
-            session.post(served.url + "/v1/chat/completions", json={"model": "m", "messages": USER})
-        )
+    with socket.create_connection(("127.0.0.1", int(served.url.rsplit(":", 1)[1]))) as client:
+        body = json.dumps({"model": "m", "messages": USER}).encode()
+        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        client.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         for _ in range(100):
             if len(served.app[INFLIGHT]):
                 break
             await asyncio.sleep(0.02)
         draining = asyncio.ensure_future(drain(served.app, served.runner, drain_seconds=5, ready_delay=0))
         await asyncio.sleep(0.2)
-        request.cancel()
-        await asyncio.wait_for(draining, 3)  # the request left: the drain ends long before 5 s
+    started = time.monotonic()
+    await asyncio.wait_for(draining, 3)  # the client left: the drain ends long before its 5 s
+    assert time.monotonic() - started < 2
     assert len(served.app[INFLIGHT]) == 0
+    registry = served.app[METRICS].registry
+    sample = "toolshim_endpoint_requests_total"
+    assert registry.get_sample_value(sample, {"endpoint": "chat", "status": "4xx"}) == 1  # 499: the client left
+    assert registry.get_sample_value(sample, {"endpoint": "chat", "status": "shutting_down"}) is None
 
 
 def test_restart_policy_backs_off_then_gives_up() -> None:
