@@ -13,7 +13,9 @@ connection is reset (TCP RST) after a few chunks. Before (after a warm-up) and a
 * ``toolshim_requests_in_flight``, which must fall back to where it was.
 
 Then requests per second, and how each request ended. Idle keep-alive connections in the
-client pool are normal after a run; CLOSE_WAIT ones, extra fds and a non-zero in-flight are leaks.
+upstream client's pool are normal after a run (at most ``--clients``); they close after its
+keep-alive time (30 s, swept up to 60 s later: ``--settle 65`` shows them gone). CLOSE_WAIT
+ones, connections or fds that outlive that, and a non-zero in-flight are leaks.
 
 Usage: ``python bench/churn.py [--requests 2000] [--aborts 0.3] [--resets 0.1] [--clients 50]``.
 Bounded: every request has a timeout, the whole run ``--max-seconds``; about 20 s for 2,000
