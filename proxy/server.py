@@ -27,10 +27,11 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 from . import listener
 from .cpus import cpu_budget
@@ -103,14 +104,17 @@ def _run_worker(settings: Settings, sockets: list[socket.socket], parent_pid: in
 
     Returns the exit code: ``EXIT_START_FAILED`` when the rules cannot be loaded (one log line)."""
     configure_logging(settings.log_level)
+    run: Callable[[Coroutine[Any, Any, None]], None]
     try:
         import uvloop
 
+        run = uvloop.run
         log.debug("event loop: uvloop")
-        uvloop.run(_serve_async(settings, sockets, parent_pid))
     except ImportError:
-        asyncio.run(_serve_async(settings, sockets, parent_pid))
-    except RulesError as exc:
+        run = asyncio.run
+    try:
+        run(_serve_async(settings, sockets, parent_pid))
+    except RulesError as exc:  # the rules changed since the start: one line, the supervisor backs off
         log.error("worker %d could not start: invalid rules: %s", os.getpid(), str(exc).replace("\n", "; "))
         return EXIT_START_FAILED
     return 0

@@ -45,8 +45,7 @@ async def served(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncIterator[S
 
 async def cut_after_first_bytes(served: Served, path: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
     """Start a request, wait for its first bytes, drain with a 0.5 s deadline; status, body, type."""
-    async with aiohttp.ClientSession() as session:
-        resp = await session.post(served.url + path, json=body)
+    async with aiohttp.ClientSession() as session, session.post(served.url + path, json=body) as resp:
         first = await asyncio.wait_for(resp.content.readany(), 5)
         draining = asyncio.ensure_future(drain(served.app, served.runner, drain_seconds=0.5, ready_delay=0))
         try:

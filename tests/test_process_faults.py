@@ -76,11 +76,13 @@ async def test_drain_deadline_cuts_streams_in_band_and_answers_waiting_requests(
             started = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             text = (first + await asyncio.wait_for(streamed.read(), 10)).decode()
+            streamed.release()
             answer = await asyncio.wait_for(waiting, 10)
             cut_at = time.monotonic() - started
             assert answer.status == 503
             assert answer.headers.get("Retry-After") == "1"
             error = (await answer.json())["error"]
+            answer.release()
             assert error["code"] == "shutting_down" and error["type"] == "server_error"
             assert set(error) == {"message", "type", "param", "code"}
         events = [e.removeprefix("data: ") for e in text.strip().split("\n\n")]
@@ -90,8 +92,8 @@ async def test_drain_deadline_cuts_streams_in_band_and_answers_waiting_requests(
         assert all(json.loads(e) for e in events)  # every event, the error included, is JSON
         assert await asyncio.to_thread(proc.wait, 10) == 0
         elapsed = time.monotonic() - started
-        assert 2.5 <= cut_at <= 4.0, f"cut {cut_at:.1f}s after SIGTERM, expected at the 3 s deadline"
-        assert elapsed <= 4.5, f"exited {elapsed:.1f}s after SIGTERM with TOOLSHIM_DRAIN_SECONDS=3"
+        assert 2.5 <= cut_at <= 4.5, f"cut {cut_at:.1f}s after SIGTERM, expected at the 3 s deadline"
+        assert elapsed <= 5.0, f"exited {elapsed:.1f}s after SIGTERM with TOOLSHIM_DRAIN_SECONDS=3"
     finally:
         stop(proc)
 
@@ -103,13 +105,12 @@ async def test_requests_that_finish_in_time_are_not_cut(tmp_path: Path, fake_ups
     proc, url = await start_serve(rules, "--workers", "1", env={"TOOLSHIM_DRAIN_SECONDS": "20"})
     try:
         async with aiohttp.ClientSession() as session:
-            resp = await session.post(
-                url + "/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True}
-            )
-            first = await resp.content.readany()
-            started = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            text = (first + await resp.read()).decode()
+            body = {"model": "m", "messages": USER, "stream": True}
+            async with session.post(url + "/v1/chat/completions", json=body) as resp:
+                first = await resp.content.readany()
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                text = (first + await resp.read()).decode()
         assert text.rstrip().endswith("data: [DONE]") and "shutting_down" not in text
         assert await asyncio.to_thread(proc.wait, 10) == 0
         assert time.monotonic() - started < 5, "the drain waited although nothing was in flight"
