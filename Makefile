@@ -43,9 +43,10 @@ lint: install  ## ruff (lint and format) and mypy --strict; fails on any finding
 	$(BIN)/ruff format --check proxy tests bench demo scripts
 	$(BIN)/mypy --strict proxy
 
-bench: install  ## the benchmarks (proxy overhead, parsers, local model)
+bench: install  ## the benchmarks (proxy overhead, parsers, churn; the local model: bench-model)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/parsers.py
+	$(BIN)/python bench/churn.py
 
 bench-model: llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
 	$(BIN)/python bench/local_model.py

@@ -11,7 +11,9 @@ loop with the proxy or the load generator. What it answers depends on the reques
   in ``len(CALL_PIECES)`` chunks, then a finish chunk with usage; ``--emu-gap`` s apart for
   ``emu-paced``, back to back for ``emu-burst``. The stamps are in the text itself, because the
   proxy rebuilds every chunk: ``@t<time>`` in each text chunk, and ``@c<time>`` in the argument
-  of the call, sent in the chunk that closes the call object.
+  of the call, sent in the chunk that closes the call object;
+* streaming, model ``bench-reset`` (``bench/churn.py``): ``RESET_AFTER`` chunks, then the
+  connection is reset (TCP RST), as an upstream that crashes mid-answer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
+import struct
 import time
 
 from aiohttp import web
@@ -48,6 +52,9 @@ CALL_PIECES = (
     '"Paris@c{stamp}"}}',
     "\n</tool_call>",
 )
+
+
+RESET_AFTER = 3  # chunks the ``bench-reset`` model sends before resetting the connection
 
 
 def chunk(delta: dict[str, object], finish: str | None = None, **extra: object) -> bytes:
@@ -88,6 +95,17 @@ def run_mock(port: int, chunks: int, interval: float, emu_text: int, emu_gap: fl
         }
         await resp.write(chunk({}, "stop", usage=usage))
 
+    async def reset_midway(request: web.Request, resp: web.StreamResponse) -> None:
+        for i in range(RESET_AFTER):
+            await resp.write(chunk({"content": f"tok{i} "}, sent=time.monotonic()))
+            await asyncio.sleep(interval)
+        transport = request.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None:  # linger 0: close() sends RST instead of FIN
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if transport is not None:
+            transport.abort()
+
     async def chat(request: web.Request) -> web.StreamResponse:
         body = json.loads(await request.read())
         if not body.get("stream"):
@@ -95,6 +113,9 @@ def run_mock(port: int, chunks: int, interval: float, emu_text: int, emu_gap: fl
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         model = body.get("model")
+        if model == "bench-reset":
+            await reset_midway(request, resp)
+            return resp
         if model in ("emu-paced", "emu-burst"):
             await emulated_stream(resp, emu_gap if model == "emu-paced" else 0.0)
         else:

@@ -7,12 +7,15 @@ middlewares read the typed state from ``state``.
 from __future__ import annotations
 
 import resource
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
 from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
+from .drain import INFLIGHT, Inflight, inflight_middleware
 from .handlers import add_routes
+from .listener import BACKLOG
 from .metrics import Metrics
 from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
 from .overload import overload_middleware
@@ -40,13 +43,21 @@ async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
     app = web.Application(
-        middlewares=[observe_middleware, guard_middleware, cors_middleware, auth_middleware, overload_middleware],
+        middlewares=[
+            observe_middleware,
+            inflight_middleware,
+            guard_middleware,
+            cors_middleware,
+            auth_middleware,
+            overload_middleware,
+        ],
         client_max_size=settings.max_body_bytes,
     )
     metrics = metrics or Metrics()
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[STATE] = AppState(build_runtime(rules, metrics, max_event_bytes=settings.max_upstream_event_bytes))
+    app[INFLIGHT] = Inflight()
     REDACTOR.update(configured_secrets(rules, settings))
     install_log_redaction()
     app[RESPONSES_STORE] = open_store(
@@ -60,10 +71,16 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
 
 
 async def start_site(
-    app: web.Application, host: str, port: int, *, reuse_port: bool = False, shutdown_timeout: float = 30.0
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    sockets: Sequence[socket.socket] = (),
+    shutdown_timeout: float = 30.0,
 ) -> web.AppRunner:
-    """Serve ``app`` within the connection bounds of its settings (``connections``); handler
-    cancellation is on so a client that leaves cancels its upstream at once."""
+    """Serve ``app`` on ``sockets`` (listeners bound by ``listener.bind``) or else on ``host:port``,
+    within the connection bounds of its settings (``connections``); handler cancellation is on so
+    a client that leaves cancels its upstream at once."""
     settings = app[SETTINGS]
     limits = ConnectionLimits(
         head_timeout=settings.head_timeout,
@@ -73,6 +90,7 @@ async def start_site(
     )
     runner = GuardedAppRunner(app, limits=limits, metrics=app[METRICS], shutdown_timeout=shutdown_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=1024)
-    await site.start()
+    sites: list[web.BaseSite] = [web.SockSite(runner, sock, backlog=BACKLOG) for sock in sockets]
+    for site in sites or [web.TCPSite(runner, host, port, backlog=BACKLOG)]:
+        await site.start()
     return runner

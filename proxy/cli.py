@@ -7,14 +7,12 @@ names the flag or ``TOOLSHIM_*`` variable to fix, and exit code 2; never a trace
 from __future__ import annotations
 
 import argparse
-import errno
-import socket
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, listener
 from .rules import RulesError, describe, lint, load_rules
-from .settings import Settings, SettingsError, load_settings
+from .settings import SettingsError, load_settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
     serve.add_argument(
-        "--workers", help="worker processes on one port (env TOOLSHIM_WORKERS, default: the number of cores)"
+        "--workers", help="worker processes on one port (env TOOLSHIM_WORKERS, default: the CPUs this process may use)"
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING (env TOOLSHIM_LOG_LEVEL)")
     serve.add_argument(
@@ -61,26 +59,6 @@ def _check_rules(path: str) -> int:
     return 0
 
 
-def _port_problem(settings: Settings) -> str | None:
-    """Can this process listen where the settings say? Checked before any worker starts."""
-    if settings.port == 0:
-        return None
-    try:
-        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((settings.host, settings.port))
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return (
-                f"port {settings.port} on {settings.host} is already in use; choose another with --port (TOOLSHIM_PORT)"
-            )
-        if exc.errno == errno.EACCES:
-            return f"no permission to listen on port {settings.port}; choose one above 1023 with --port (TOOLSHIM_PORT)"
-        return f"cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); check --host (TOOLSHIM_HOST)"
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check-rules":
@@ -109,14 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RulesError as exc:
         print(f"toolshim: invalid rules (set the path with --rules or TOOLSHIM_RULES):\n{exc}", file=sys.stderr)
         return 2
-    problem = _port_problem(settings)
-    if problem is not None:
-        print(f"toolshim: {problem}", file=sys.stderr)
+    try:  # bound here, once, for every worker: a port already served fails now, with one line
+        sockets = listener.bind(settings.host, settings.port)
+    except OSError as exc:
+        print(f"toolshim: {listener.describe(exc, settings.host, settings.port)}", file=sys.stderr)
         return 2
     from .server import serve
 
-    try:
-        return serve(settings)
-    except OSError as exc:  # the listener failed after all (a race with another process)
-        print(f"toolshim: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    return serve(settings, sockets)

@@ -13,6 +13,7 @@
     ├── Overloaded                  503 overloaded, Retry-After: this worker is at its in-flight or
     │                                   connection limit
     ├── DeadlineExceeded            504 deadline_exceeded
+    ├── ShuttingDown                503 shutting_down: the drain's deadline came first (Retry-After)
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
         ├── UpstreamProtocolError   502 upstream_protocol_error: bad JSON, an error event mid-stream,
@@ -219,6 +220,17 @@ class DeadlineExceeded(ProxyError):
     status = 504
     type = "timeout_error"
     code = "deadline_exceeded"
+
+
+class ShuttingDown(ProxyError):
+    """This worker is stopping and its drain deadline came before the answer; another one can serve it."""
+
+    status = 503
+    code = "shutting_down"
+    retry_after = 1  # seconds: by then the load balancer routes to a worker that is not stopping
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; retry the request.")
 
 
 def _type_for_status(status: int) -> str:

@@ -7,6 +7,7 @@ status; a failure after that ends the stream with an OpenAI error event (never a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from aiohttp import web
 
 from . import modes, responses
 from .catalog import model_card
+from .drain import was_cut
 from .errors import (
     ErrorView,
     InvalidRequest,
@@ -25,6 +27,7 @@ from .errors import (
     NotFound,
     PayloadTooLarge,
     ProxyError,
+    ShuttingDown,
     Unauthorized,
     UnsupportedMediaType,
     render_error,
@@ -208,6 +211,13 @@ async def send_stream(
             await response.write(chunk)
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
         info.error_code = "client_closed"
+    except asyncio.CancelledError:
+        if not was_cut(request):
+            raise  # the client went away
+        view = render_error(ShuttingDown())  # the drain's deadline: say so in-band, then close
+        info.error_code = view.label
+        log.warning("stream cut at the drain deadline")
+        await _write_quietly(response, error_bytes(view) if error_bytes else encode_json(view.body))
     except Exception as exc:  # ends the stream in OpenAI's shape (a bug too), never as a clean close
         view = render_error(exc)
         info.error_code = view.label
@@ -279,8 +289,13 @@ async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, m
         response = web.StreamResponse(status=upstream_resp.status, headers=relay_headers(upstream_resp))
         response.headers["X-Request-Id"] = info.request_id
         await response.prepare(request)
-        async for piece in upstream_resp.content.iter_any():
-            await response.write(piece)
+        try:
+            async for piece in upstream_resp.content.iter_any():
+                await response.write(piece)
+        except asyncio.CancelledError:
+            if not was_cut(request):
+                raise
+            await _end_cut_relay(request, response)
         return response
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ProxyError(
@@ -291,6 +306,15 @@ async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, m
         ) from None
     finally:
         upstream_resp.release()
+
+
+async def _end_cut_relay(request: web.Request, response: web.StreamResponse) -> None:
+    """End a relayed answer the drain cut: an error event for SSE; any other body is left
+    incomplete (the connection is dropped), so the client cannot take it for a whole one."""
+    if response.content_type == "text/event-stream":
+        await _write_quietly(response, encode_json(render_error(ShuttingDown()).body))
+    elif request.transport is not None:
+        request.transport.abort()
 
 
 async def admin_reload(request: web.Request) -> web.Response:

@@ -1,94 +1,161 @@
 """Running toolshim as processes: one worker, or a parent that supervises N workers on one port.
 
-Each worker is an event loop with the app on a ``SO_REUSEPORT`` socket, so the kernel spreads
-connections over workers. Signals:
+The starting process binds the listening sockets once (``listener``, no ``SO_REUSEPORT``) and
+each worker serves them with its own event loop. Signals:
 
-* SIGTERM / SIGINT: readiness turns false at once (``GET /readyz`` → 503); after
-  ``ready_delay`` seconds (so load balancers notice) the listener closes and new connections
-  are refused; in-flight requests and streams get up to ``drain_seconds`` to finish; exit 0.
+* SIGTERM / SIGINT: the drain (``drain``): readiness false at once, the listener closed after
+  ``ready_delay``, requests in flight finished or, at ``drain_seconds`` after the signal, cut
+  with an error; then exit 0.
 * SIGHUP: reload the rules; invalid new rules are logged and the old ones keep serving.
 
-With several workers the parent forwards signals, restarts a worker that dies unexpectedly,
-and sets ``PROMETHEUS_MULTIPROC_DIR`` so ``/metrics`` adds up all workers.
+With several workers the parent forwards signals, restarts a worker that dies unexpectedly
+(with back-off; it gives up and exits non-zero when workers keep dying at start) and sets
+``PROMETHEUS_MULTIPROC_DIR`` so ``/metrics`` adds up all workers. A worker whose parent is gone
+(killed with SIGKILL) drains and exits instead of serving on as an orphan.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
 import os
 import shutil
 import signal
+import socket
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Any
 
+from . import listener
 from .connections import raise_fd_limit
+from .cpus import cpu_budget
 from .logs import configure_logging
 from .logthrottle import install_loop_throttle
+from .rules import RulesError
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
+PARENT_CHECK_SECONDS = 0.5  # how often a worker looks whether its supervisor is still there
+EXIT_START_FAILED = 3  # a worker that could not start (its rules, say); the supervisor backs off
 
-async def _serve_async(settings: Settings, reuse_port: bool) -> None:
+
+async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_pid: int | None) -> None:
     from .app import create_app, start_site
+    from .drain import CUT_GRACE, drain
     from .rules import load_rules
     from .state import STATE, reload_rules
 
     install_loop_throttle(asyncio.get_running_loop())  # a flood of accept errors logs a line per 10 s
     app = create_app(settings, load_rules(settings.rules_path))
-    runner = await start_site(
-        app, settings.host, settings.port, reuse_port=reuse_port, shutdown_timeout=settings.drain_seconds
-    )
+    runner = await start_site(app, settings.host, settings.port, sockets=sockets, shutdown_timeout=CUT_GRACE)
     log.info("toolshim worker %d listening on http://%s:%s", os.getpid(), settings.host, settings.port)
     stop = asyncio.Event()
+    orphaned = False
 
-    def drain() -> None:
+    def begin_drain() -> None:
         # Readiness turns false in the signal callback itself, not a task wake-up later: with uvloop a
         # request already waiting on the socket was otherwise answered "ready" after the signal.
+        nonlocal orphaned
         app[STATE].draining = True
+        orphaned = orphaned or (parent_pid is not None and os.getppid() != parent_pid)
         stop.set()
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, drain)
+        loop.add_signal_handler(sig, begin_drain)
     loop.add_signal_handler(signal.SIGHUP, lambda: reload_rules(app))
+    watcher = asyncio.create_task(_watch_parent(parent_pid, begin_drain)) if parent_pid is not None else None
     await stop.wait()
-    log.info("draining: readiness is false; closing the listener in %.1fs", settings.ready_delay)
-    await asyncio.sleep(settings.ready_delay)
-    started = time.monotonic()
-    await runner.cleanup()  # closes the listener, waits up to drain_seconds for in-flight requests
-    log.info("stopped after draining for %.1fs", time.monotonic() - started)
+    if watcher is not None:
+        watcher.cancel()
+    # An orphan has no load balancer to tell first: its listener closes at once.
+    ready_delay = 0.0 if orphaned else settings.ready_delay
+    if orphaned:
+        log.warning("the supervisor (pid %d) is gone: worker %d stops serving", parent_pid, os.getpid())
+    log.info("draining: readiness is false; closing the listener in %.1fs", ready_delay)
+    await drain(app, runner, settings.drain_seconds, ready_delay)
 
 
-def _run_worker(settings: Settings, reuse_port: bool) -> None:
-    """One worker's event loop: uvloop where it is installed (less CPU per request), else asyncio's."""
+async def _watch_parent(parent_pid: int, on_gone: Callable[[], None]) -> None:
+    """The portable half of orphan detection (``PR_SET_PDEATHSIG`` is Linux's): poll ``getppid``."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(PARENT_CHECK_SECONDS)
+    on_gone()
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGTERM (a drain) when the supervisor dies, even by SIGKILL."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        log.debug("prctl(PR_SET_PDEATHSIG) is unavailable; the parent is polled instead")
+
+
+def _run_worker(settings: Settings, sockets: list[socket.socket], parent_pid: int | None = None) -> int:
+    """One worker's event loop: uvloop where it is installed (less CPU per request), else asyncio's.
+
+    Returns the exit code: ``EXIT_START_FAILED`` when the rules cannot be loaded (one log line)."""
     configure_logging(settings.log_level)
     raise_fd_limit()  # idle sockets must hit TOOLSHIM_MAX_CONNECTIONS, not the open-files limit
+    run: Callable[[Coroutine[Any, Any, None]], None]
     try:
         import uvloop
+
+        run = uvloop.run
+        log.debug("event loop: uvloop")
     except ImportError:
-        asyncio.run(_serve_async(settings, reuse_port))
-        return
-    log.debug("event loop: uvloop")
-    uvloop.run(_serve_async(settings, reuse_port))
+        run = asyncio.run
+    try:
+        run(_serve_async(settings, sockets, parent_pid))
+    except RulesError as exc:  # the rules changed since the start: one line, the supervisor backs off
+        log.error("worker %d could not start: invalid rules: %s", os.getpid(), str(exc).replace("\n", "; "))
+        return EXIT_START_FAILED
+    return 0
 
 
-def serve(settings: Settings) -> int:
-    """Serve in this process (1 worker) or supervise ``settings.workers`` worker processes."""
+def _worker_main(settings: Settings, sockets: list[socket.socket], parent_pid: int) -> None:
+    """The entry point of a spawned worker."""
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before prctl: do not serve at all
+        sys.exit(0)
+    sys.exit(_run_worker(settings, sockets, parent_pid))
+
+
+def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int:
+    """Serve in this process (1 worker) or supervise ``settings.workers`` worker processes.
+
+    ``sockets``: the listeners, already bound (``toolshim serve`` binds them before anything
+    else); bound here when not given. Returns the exit code."""
     configure_logging(settings.log_level)
     log.info("%s", start_line(settings))
     exposed = not settings.api_keys and not settings.loopback_only
     log.log(logging.WARNING if exposed else logging.INFO, "%s", settings.access_summary())
-    if settings.workers <= 1:
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            _prepare_multiprocess_dir()  # a restarted container must not sum the dead process's files
-        _run_worker(settings, reuse_port=False)
-        return 0
-    return _supervise(settings)
+    if sockets is None:
+        try:
+            sockets = listener.bind(settings.host, settings.port)
+        except OSError as exc:
+            log.error("toolshim: %s", listener.describe(exc, settings.host, settings.port))
+            return 2
+    try:
+        if settings.workers <= 1:
+            if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                _prepare_multiprocess_dir()  # a restarted container must not sum the dead process's files
+            return _run_worker(settings, sockets)
+        return _supervise(settings, sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def start_line(settings: Settings) -> str:
@@ -104,8 +171,15 @@ def start_line(settings: Settings) -> str:
         size, files = "rules not loaded", str(settings.rules_path)
     return (
         f"toolshim {__version__} starting: rules {files} ({size}); http://{settings.host}:{settings.port}, "
-        f"{settings.workers} worker{'s' if settings.workers != 1 else ''}"
+        f"{settings.workers} worker{'s' if settings.workers != 1 else ''} ({_workers_source(settings)})"
     )
+
+
+def _workers_source(settings: Settings) -> str:
+    """Where the worker count comes from: the setting, or the CPUs this process may use."""
+    if "workers" in settings.model_fields_set:
+        return "TOOLSHIM_WORKERS / --workers"
+    return f"default: {cpu_budget().describe()}"
 
 
 def _prepare_multiprocess_dir() -> str:
@@ -121,53 +195,115 @@ def _prepare_multiprocess_dir() -> str:
     return path
 
 
-def _supervise(settings: Settings) -> int:
-    configure_logging(settings.log_level)
-    owned = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
-    metrics_dir = _prepare_multiprocess_dir()
-    ctx = multiprocessing.get_context("spawn")  # fresh interpreters: prometheus sees the env var
-    workers: dict[int, BaseProcess] = {}
-    stopping = False
+@dataclass(slots=True)
+class RestartPolicy:
+    """When to restart a worker that died, and when to stop trying (no I/O, no clock of its own).
 
-    def start_one(slot: int) -> None:
-        proc = ctx.Process(target=_run_worker, args=(settings, True), name=f"toolshim-worker-{slot}", daemon=False)
+    A worker that dies within ``quick`` seconds of its start failed to start; the restart waits
+    ``base`` seconds, doubled for each such failure in a row (at most ``cap``); after ``limit``
+    in a row the supervisor gives up. A worker that lived longer resets the count."""
+
+    quick: float = 10.0
+    limit: int = 5
+    base: float = 0.25
+    cap: float = 10.0
+    failures: int = 0
+
+    def after_death(self, lived: float) -> float | None:
+        """Seconds to wait before restarting a worker that lived ``lived`` seconds; None: give up."""
+        if lived >= self.quick:
+            self.failures = 0
+            return self.base
+        self.failures += 1
+        if self.failures >= self.limit:
+            return None
+        return min(self.cap, self.base * float(2 ** (self.failures - 1)))
+
+
+class _Supervisor:
+    """The parent of the workers: starts, watches, restarts them; forwards signals."""
+
+    def __init__(self, settings: Settings, sockets: list[socket.socket], ctx: SpawnContext) -> None:
+        self.settings, self.sockets, self.ctx = settings, sockets, ctx
+        self.workers: dict[int, tuple[BaseProcess, float]] = {}  # slot -> (process, started at)
+        self.pending: dict[int, float] = {}  # slot -> when to restart it
+        self.policy = RestartPolicy()
+        self.stopping = False
+        self.failed = False
+
+    def start(self, slot: int) -> None:
+        proc = self.ctx.Process(
+            target=_worker_main,
+            args=(self.settings, self.sockets, os.getpid()),
+            name=f"toolshim-worker-{slot}",
+            daemon=False,
+        )
         proc.start()
-        workers[slot] = proc
+        self.workers[slot] = (proc, time.monotonic())
 
-    def forward(signum: int, _frame: object) -> None:
-        nonlocal stopping
+    def forward(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
-            stopping = True
-        for proc in workers.values():
+            self.stopping = True
+        self._signal_all(signum)
+
+    def _signal_all(self, signum: int) -> None:
+        for proc, _started in self.workers.values():
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, signum)
 
+    def run(self) -> int:
+        """Watch until every worker has exited; 0, or 1 when workers kept failing at start."""
+        from prometheus_client import multiprocess
+
+        while self.workers or (self.pending and not self.stopping):
+            time.sleep(0.1)
+            if self.stopping:
+                self.pending.clear()
+                self._close_sockets()  # once the workers close theirs, new connections are refused
+            for slot, (proc, started) in list(self.workers.items()):
+                if proc.is_alive():
+                    continue
+                if proc.pid is not None:
+                    multiprocess.mark_process_dead(proc.pid)  # type: ignore[no-untyped-call]
+                del self.workers[slot]
+                if not self.stopping:
+                    self._schedule(slot, proc, time.monotonic() - started)
+            for slot, at in list(self.pending.items()):
+                if not self.stopping and time.monotonic() >= at:
+                    del self.pending[slot]
+                    self.start(slot)
+        return 1 if self.failed else 0
+
+    def _schedule(self, slot: int, proc: BaseProcess, lived: float) -> None:
+        wait = self.policy.after_death(lived)
+        if wait is None:
+            log.error(
+                "toolshim: workers keep failing at start (%d in a row, each within %gs); giving up",
+                self.policy.failures,
+                self.policy.quick,
+            )
+            self.failed = self.stopping = True
+            self._signal_all(signal.SIGTERM)
+            return
+        log.error("worker %s exited with %s after %.1fs; restarting it in %.2fs", proc.name, proc.exitcode, lived, wait)
+        self.pending[slot] = time.monotonic() + wait
+
+    def _close_sockets(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+
+def _supervise(settings: Settings, sockets: list[socket.socket]) -> int:
+    owned = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    metrics_dir = _prepare_multiprocess_dir()
+    supervisor = _Supervisor(settings, sockets, multiprocessing.get_context("spawn"))  # prometheus sees the env
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, forward)
+        signal.signal(sig, supervisor.forward)
     for slot in range(settings.workers):
-        start_one(slot)
+        supervisor.start(slot)
     log.info("toolshim: %d workers on http://%s:%s", settings.workers, settings.host, settings.port)
     try:
-        _watch(workers, start_one, lambda: stopping)
+        return supervisor.run()
     finally:
         if owned:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-    return 0
-
-
-def _watch(workers: dict[int, BaseProcess], start_one: Callable[[int], None], is_stopping: Callable[[], bool]) -> None:
-    """Wait for the workers; restart one that dies while we are not stopping."""
-    from prometheus_client import multiprocess
-
-    while workers:
-        time.sleep(0.2)
-        for slot, proc in list(workers.items()):
-            if proc.is_alive():
-                continue
-            if proc.pid is not None:
-                multiprocess.mark_process_dead(proc.pid)  # type: ignore[no-untyped-call]
-            del workers[slot]
-            if not is_stopping():
-                log.error("worker %s exited with %s; restarting it", proc.name, proc.exitcode)
-                time.sleep(0.5)
-                start_one(slot)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .cpus import usable_cpus
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -27,7 +29,7 @@ class Settings(BaseModel):
     rules_path: Path = Path("rules/default.json5")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    workers: int = Field(default_factory=usable_cpus, ge=1)  # CPU affinity capped by the cgroup quota
     api_keys: tuple[str, ...] = ()  # client keys; empty = no client authentication
     admin_key: str | None = None  # enables POST /admin/reload
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
