@@ -1,0 +1,55 @@
+"""Stop enforcement: find the first stop sequence in the model's text, whatever the server did with ``stop``.
+
+Some model servers ignore ``stop`` or accept only a few sequences. The emulation loop feeds every
+piece of upstream content through a ``StopMatcher`` before the parser sees it; the matcher hands back
+only the text before the first occurrence of any stop sequence (the format's and the client's, also
+those that did not fit in the upstream's ``max_stop_sequences``), so the parser sees exactly what a
+server that honours ``stop`` would have sent. On a hit the loop closes the upstream connection (the
+server stops generating) and closes the parser with finish reason ``"stop"``.
+
+Sans-IO and linear: a stop may straddle chunk boundaries, so the longest tail that is a proper prefix
+of a stop sequence is held back (at most the longest stop's length minus one); each feed searches only
+the held tail plus the new text. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .formats._text import find_first, partial_marker_len
+
+
+class StopMatcher:
+    """Cuts a text stream at the first of ``stops``; ``feed`` returns the text that is safe to parse."""
+
+    __slots__ = ("_held", "_stops", "hit")
+
+    def __init__(self, stops: Iterable[str]) -> None:
+        self._stops = tuple(dict.fromkeys(s for s in stops if s))
+        self._held = ""
+        self.hit: str | None = None  # the stop sequence found; nothing is returned after it
+
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to enforce (no stops: ``feed`` returns its input unchanged)."""
+        return bool(self._stops)
+
+    def feed(self, text: str) -> str:
+        """The text before any stop sequence; a possible partial stop at the end is held back."""
+        if self.hit is not None:
+            return ""
+        if not self._stops:
+            return text
+        data = self._held + text
+        found = find_first(data, self._stops)
+        if found is not None:
+            self._held, self.hit = "", found[1]
+            return data[: found[0]]
+        keep = partial_marker_len(data, self._stops)
+        self._held = data[len(data) - keep :] if keep else ""
+        return data[: len(data) - keep]
+
+    def flush(self) -> str:
+        """End of the stream without a stop: the held-back tail was plain text after all."""
+        held, self._held = self._held, ""
+        return "" if self.hit is not None else held
