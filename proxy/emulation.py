@@ -147,6 +147,9 @@ class Emulator:
                 continue  # only the finish / usage a server that honoured ``stop`` would have sent
             attempt.finish = delta.finish_reason or attempt.finish
             out = self.builder.reasoning(delta.reasoning)
+            if delta.content:
+                attempt.raw.append(delta.content)  # as received (the dump shows what the server ignored)
+                attempt.chunks += 1
             text = stops.feed(delta.content) if delta.content else ""
             out += self._parse(parser, text, attempt)
             if stops.hit is not None:  # end the turn there, as if the server had honoured ``stop``
@@ -167,8 +170,6 @@ class Emulator:
         """Model text (already cut at a stop sequence) through the parser into the builder."""
         if not text:
             return []
-        attempt.raw.append(text)
-        attempt.chunks += 1
         return self.builder.feed(parser.feed(text), attempt)
 
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:

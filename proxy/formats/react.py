@@ -57,6 +57,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
 from ._react_lines import (
+    COMMENT_END,
     FENCE,
     FENCE_TAG,
     FIRST_CHARS,
@@ -141,6 +142,7 @@ class _ReactParser:
         self._raw: list[str] = []  # the whole block as written, for Malformed
         self._args: list[str] = []  # the Action Input text
         self._fenced, self._depth, self._quote, self._arg_line_start = False, 0, "", False
+        self._comment = ""  # "//" or "/*" inside the JSON input: quotes, braces and markers in it count for nothing
         self._name_wait = False  # "Action:" ended its line without a name: the name may be on the next one
         self._repairs: list[str] = []  # this block's repairs of the line syntax, reported with the call
 
@@ -406,6 +408,11 @@ class _ReactParser:
                     break
                 pos, self._quote = pos + 1, ""
                 continue
+            if self._comment:
+                pos = self._skip_comment(pos)
+                if self._comment:
+                    break
+                continue
             if self._arg_line_start:
                 info = classify_line(buf, pos, self._final, strict=True)
                 if info is None:
@@ -428,10 +435,28 @@ class _ReactParser:
                     return True
             elif char == "\n":
                 self._arg_line_start = True
+            elif char == "/":
+                if pos >= n and not self._final:
+                    pos -= 1  # a comment may start: wait for the next character
+                    break
+                if pos < n and buf[pos] in "/*":
+                    self._comment, pos = buf[pos - 1 : pos + 1], pos + 1
             else:
                 self._quote = char
         self._take_args(start, pos)
         return False
+
+    def _skip_comment(self, pos: int) -> int:
+        """Past a JSON comment's end (a line comment stops before its newline, where a marker may follow);
+        at the end of the buffer, all of it but a ``*`` that may start ``*/``."""
+        buf, closer = self._buf, COMMENT_END[self._comment]
+        at = buf.find(closer, pos)
+        if at != -1:
+            self._comment = ""
+            return at if closer == "\n" else at + 2
+        if closer == "*/" and buf.endswith("*") and not self._final and len(buf) > pos:
+            return len(buf) - 1
+        return len(buf)
 
     def _take_args(self, start: int, stop: int) -> None:
         """Consume ``buf[start:stop]`` as argument text and stream it if the call was announced."""
