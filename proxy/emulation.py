@@ -29,6 +29,7 @@ from .delta import decode, parse_payload
 from .dumps import DumpWriter
 from .errors import NoValidToolCall
 from .formats import StreamParser
+from .formats._thought import set_thinking
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
@@ -136,7 +137,9 @@ class Emulator:
         return body
 
     async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
-        parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
+        parser = set_thinking(
+            self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls), self.rule.thinking
+        )
         stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))

@@ -18,7 +18,8 @@ Repair names (stable; metrics count them): name_quotes, name_prefix, name_separa
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
 double_encoded, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes (only when the
-repaired arguments validate: it guesses which quotes close a string).
+repaired arguments validate: it guesses which quotes close a string). The formats add their own
+(``_calls``: json_as_string; react: plain_input, name_next_line, partial_stop; hermes: plain_input).
 """
 
 from __future__ import annotations
