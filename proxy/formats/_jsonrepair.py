@@ -54,6 +54,7 @@ _TOKEN = re.compile(
     r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
     r"|'[^'\\]*+(?:\\.[^'\\]*+)*+'"
     r"|//[^\n]*+"
+    r"|\#[^\n]*+"  # a hash comment (YAML/Python habit; never valid JSON outside strings)
     r"|/\*(?:[^*]++|\*(?!/))*+\*/"
     r"|[A-Za-z_$][\w$]*+"
     r"|[-+.\d][\w.+-]*+"
@@ -151,8 +152,8 @@ class _Rewriter:
 
     def _token(self, tok: str) -> bool:
         head = tok[0]
-        if head == "/":
-            if len(tok) == 1:
+        if head in "/#":
+            if tok == "/":
                 return False
             self.repairs.append("comments")
             return True
@@ -362,10 +363,10 @@ def parse_json_lenient(raw: str) -> tuple[Any, Repairs] | None:
 
 
 # Outside strings the scan jumps to the next quote or comment; inside, to the next quote or escape.
-_OUTSIDE_STRING = re.compile(r'"|//|/\*')
+_OUTSIDE_STRING = re.compile(r'"|//|/\*|#')
 _INSIDE_STRING = re.compile(r'["\\]')
 _SPACES = re.compile(r"\s*+")
-_VALUE_AFTER_COMMA = re.compile(r'["{\[\]}\-\d]|(?:true|false|null)\b|/[/*]')
+_VALUE_AFTER_COMMA = re.compile(r'["{\[\]}\-\d#]|(?:true|false|null)\b|/[/*]')
 
 
 def _closes_string(text: str, pos: int) -> bool:
@@ -373,7 +374,7 @@ def _closes_string(text: str, pos: int) -> bool:
     a comment, the end, or a ``,`` and then what starts a JSON value, key or comment (not prose like
     ``, then``)."""
     i = _SPACES.match(text, pos).end()  # type: ignore[union-attr]
-    if i >= len(text) or text[i] in ":}]" or text.startswith(("//", "/*"), i):
+    if i >= len(text) or text[i] in ":}]#" or text.startswith(("//", "/*"), i):
         return True
     if text[i] != ",":
         return False
@@ -383,7 +384,7 @@ def _closes_string(text: str, pos: int) -> bool:
 
 def escape_inner_quotes(text: str) -> str | None:
     """``text`` with the double quotes that cannot close their string escaped (``inner_quotes``);
-    ``None`` when there are none. One linear pass; ``//`` and ``/* */`` comments outside strings are
+    ``None`` when there are none. One linear pass; ``//``, ``#`` and ``/* */`` comments outside strings are
     skipped, so quotes in them are left alone."""
     out: list[str] = []
     i, done, n = 0, 0, len(text)
@@ -392,7 +393,7 @@ def escape_inner_quotes(text: str) -> str | None:
         if m is None:
             break
         if m.group() != '"':
-            closer = "\n" if m.group() == "//" else "*/"
+            closer = "*/" if m.group() == "/*" else "\n"
             end = text.find(closer, m.end())
             i = n if end == -1 else end + len(closer)
             continue

@@ -32,6 +32,12 @@ def tool(name: str, parameters: Any = None) -> ToolSpec:
 # ---- parse_json_lenient: one case per repair ----------------------------------------------------
 
 REPAIR_CASES = [
+    (
+        '{"a": 1, # the "a" value, with a } brace\n "b": "x # not a comment"}',
+        {"a": 1, "b": "x # not a comment"},
+        ("comments",),
+    ),
+    ('{"a": "x", // a "quoted" </tool_call> mention\n "b": 2 /* "c": 3 } */}', {"a": "x", "b": 2}, ("comments",)),
     ('{"a": 1}', {"a": 1}, ()),
     ('  {"a": [1, 2.5, "x", null, true]}\n', {"a": [1, 2.5, "x", None, True]}, ()),
     ('```json\n{"a": 1}\n```', {"a": 1}, ("code_fence",)),
