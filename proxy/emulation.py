@@ -108,7 +108,7 @@ class Emulator:
             repairs_left -= reason == "repair"
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
-            extra += [{"role": "assistant", "content": "".join(attempt.raw)}, {"role": "user", "content": message}]
+            extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
             self.builder.begin_reask()
             attempt_no += 1
         self.info.note_usage(self.builder.usage)
@@ -173,6 +173,7 @@ class Emulator:
         """Model text (already cut at a stop sequence) through the parser into the builder."""
         if not text:
             return []
+        attempt.parsed.append(text)
         return self.builder.feed(parser.feed(text), attempt)
 
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:

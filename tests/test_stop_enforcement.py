@@ -103,3 +103,18 @@ async def test_stop_split_across_chunks_and_held_text_kept(start_proxy, fake_ups
     fake_upstream.script(Reply(pieces=text_stream(["Final Answer: a <E", "N", "D> b"])))
     result = await ask(proxy, False, stop=["<END>"])
     assert result["choices"][0]["message"]["content"] == "a "
+
+
+async def test_reask_history_ends_at_the_stop(start_proxy, fake_upstream) -> None:
+    """A malformed block re-asked: the assistant turn sent back is what came before the stop sequence."""
+    proxy = await start_proxy(models=emulated("react"))
+    bad = "Action: get_weather\nAction Input: {:::}\nObservation: invented result\nmore"
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(bad))),
+        Reply(pieces=text_stream(pieces(call_text("react")))),
+    )
+    result = await ask(proxy, False)
+    assert len(fake_upstream.requests) == 2
+    history = fake_upstream.requests[1]["messages"]
+    assert history[-2] == {"role": "assistant", "content": "Action: get_weather\nAction Input: {:::}"}
+    assert [c["function"]["name"] for c in result["choices"][0]["message"]["tool_calls"]] == ["get_weather"]
