@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .formats._text import find_first, partial_marker_len
+from .formats._text import find_first
 
 
 class StopMatcher:
@@ -45,7 +45,7 @@ class StopMatcher:
         if found is not None:
             self._held, self.hit = "", found[1]
             return data[: found[0]]
-        keep = partial_marker_len(data, self._stops)
+        keep = _partial_stop_len(data, self._stops)
         self._held = data[len(data) - keep :] if keep else ""
         return data[: len(data) - keep]
 
@@ -53,3 +53,21 @@ class StopMatcher:
         """End of the stream without a stop: the held-back tail was plain text after all."""
         held, self._held = self._held, ""
         return "" if self.hit is not None else held
+
+
+def _partial_stop_len(data: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest suffix of ``data`` that is a proper prefix of a stop sequence.
+
+    Like ``partial_marker_len``, but it only tries the suffixes that start with a stop's first
+    character (found by ``str.find``), which keeps the common case, no candidate at all, at one C-level
+    search per stop: this runs on every upstream chunk.
+    """
+    best, n = 0, len(data)
+    for stop in stops:
+        pos = data.find(stop[0], max(n - len(stop) + 1, 0))
+        while pos != -1 and n - pos > best:
+            if stop.startswith(data[pos:]):
+                best = n - pos
+                break
+            pos = data.find(stop[0], pos + 1)
+    return best
