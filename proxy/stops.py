@@ -8,8 +8,8 @@ server that honours ``stop`` would have sent. On a hit the loop closes the upstr
 server stops generating) and closes the parser with finish reason ``"stop"``.
 
 Sans-IO and linear: a stop may straddle chunk boundaries, so the longest tail that is a proper prefix
-of a stop sequence is held back (at most the longest stop's length minus one); each feed searches only
-the held tail plus the new text. Nothing here raises.
+of a stop sequence is held back (at most the longest stop's length minus one), also when a shorter stop
+was found inside it; each feed searches only the held tail plus the new text. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -42,17 +42,25 @@ class StopMatcher:
             return text
         data = self._held + text
         found = find_first(data, self._stops)
-        if found is not None:
+        start = len(data) - _partial_stop_len(data, self._stops)  # where a stop may still be completing
+        if found is not None and found[0] <= start:
             self._held, self.hit = "", found[1]
             return data[: found[0]]
-        keep = _partial_stop_len(data, self._stops)
-        self._held = data[len(data) - keep :] if keep else ""
-        return data[: len(data) - keep]
+        # A stop found after the start of one still completing (stops "<" and "><<", text "><" then "<")
+        # waits with it: the next feed or ``flush`` decides which comes first.
+        self._held = data[start:]
+        return data[:start]
 
     def flush(self) -> str:
-        """End of the stream without a stop: the held-back tail was plain text after all."""
+        """End of the stream: the held-back tail is text, up to a stop it may hold (see ``feed``)."""
         held, self._held = self._held, ""
-        return "" if self.hit is not None else held
+        if self.hit is not None:
+            return ""
+        found = find_first(held, self._stops)
+        if found is not None:
+            self.hit = found[1]
+            return held[: found[0]]
+        return held
 
 
 def _partial_stop_len(data: str, stops: tuple[str, ...]) -> int:

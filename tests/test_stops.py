@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.stops import StopMatcher
 
@@ -26,6 +26,7 @@ def expected(stops: tuple[str, ...], text: str) -> tuple[str, str | None]:
 
 
 CASES = [
+    "><<",  # with stops "<" and "><<" (see test_stop_inside_a_longer_one_still_completing)
     "Action: f\nAction Input: {}\nObservation: made up\nmore",
     "plain text with <EN and no stop",
     "a</tool_call>b<END>c",
@@ -56,11 +57,20 @@ def test_hold_back_is_bounded_and_nothing_follows_a_hit() -> None:
     assert matcher.feed("more") == "" and matcher.flush() == ""
 
 
+def test_stop_inside_a_longer_one_still_completing() -> None:
+    for text in ("><<", "><x", "><"):
+        want = expected(("<", "><<"), text)
+        for cut in range(len(text) + 1):
+            assert run(("<", "><<"), [text[:cut], text[cut:]]) == want, (text, cut)
+            assert run(("<", "><<"), list(text)) == want
+
+
 def test_no_stops_passes_text_through() -> None:
     matcher = StopMatcher(["", ""])
     assert not matcher.active and matcher.feed("<END>") == "<END>" and matcher.hit is None
 
 
+@settings(max_examples=500, deadline=None)
 @given(
     st.lists(st.text("ab<>END/", max_size=6).filter(bool), min_size=1, max_size=3),
     st.text("ab<>END/\n", max_size=60),
