@@ -59,7 +59,8 @@ class Attempt:
     """What one upstream round produced (the I/O layer decides re-asks from it)."""
 
     can_repair: bool = False  # a repair re-ask is still allowed for this attempt
-    raw: list[str] = field(default_factory=list)  # the model's text, for re-asks and the dump
+    raw: list[str] = field(default_factory=list)  # the model's text as received, for the dump
+    parsed: list[str] = field(default_factory=list)  # the text before any stop sequence, for a re-ask
     calls: int = 0
     malformed: list[Malformed] = field(default_factory=list)
     cut: bool = False

@@ -3,13 +3,16 @@
 The upstream is always read as a stream (also for non-streaming clients), so the cut at a tool
 block over the limit can close the connection at once and the model server stops generating.
 
-Per attempt: open the upstream stream → decode each payload (``delta``) → feed its text to a
-fresh parser of the format → hand the events to the ``ResponseBuilder``, which makes the
-client's chunks → on a cut, close the upstream. After an attempt without a valid call, re-ask
-(bounded by the rule) when the block was malformed and nothing of it reached the client, or
-when ``tool_choice`` demanded a call. A demanded call that never comes ends in ``NoValidToolCall``
-(or the text, with the rule's ``on_missing_call: "text"``); a re-ask's repetition of text the
-client already has is skipped by the builder. What happened is reported to metrics once, at the end.
+Per attempt: open the upstream stream → decode each payload (``delta``) → pass its text through a
+``StopMatcher`` (servers may ignore ``stop``: the format's and the client's stop sequences are
+enforced here, see ``stops``) → feed what comes before the first stop to a fresh parser of the
+format → hand the events to the ``ResponseBuilder``, which makes the client's chunks → on a cut,
+or on a stop sequence once the next payload brings more text, close the upstream. After an attempt
+without a valid call, re-ask (bounded by the rule) when the block was malformed and nothing of it
+reached the client, or when ``tool_choice`` demanded a call. A demanded call that never comes ends
+in ``NoValidToolCall`` (or the text, with the rule's ``on_missing_call: "text"``); a re-ask's
+repetition of text the client already has is skipped by the builder. What happened is reported to
+metrics once, at the end.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from .context import RequestInfo
 from .delta import decode, parse_payload
 from .dumps import DumpWriter
 from .errors import NoValidToolCall
+from .formats import StreamParser
+from .formats._thought import set_thinking
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
+from .stops import StopMatcher
 from .upstream import Upstream, UpstreamStream, open_stream
 
 log = logging.getLogger(__name__)
@@ -100,7 +106,7 @@ class Emulator:
             repairs_left -= reason == "repair"
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
-            extra += [{"role": "assistant", "content": "".join(attempt.raw)}, {"role": "user", "content": message}]
+            extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
             self.builder.begin_reask()
             attempt_no += 1
         self.info.note_usage(self.builder.usage)
@@ -129,22 +135,44 @@ class Emulator:
         return body
 
     async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
-        parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
+        parser = set_thinking(
+            self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls), self.rule.thinking
+        )
+        stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))
             attempt.usage = dict(delta.usage) if delta.usage else attempt.usage
+            if stops.hit is not None:
+                if delta.content or delta.reasoning:
+                    return  # the server ignored ``stop`` and goes on: close the connection so generation stops
+                continue  # only the finish / usage a server that honoured ``stop`` would have sent
             attempt.finish = delta.finish_reason or attempt.finish
             out = self.builder.reasoning(delta.reasoning)
             if delta.content:
-                attempt.raw.append(delta.content)
+                attempt.raw.append(delta.content)  # as received (the dump shows what the server ignored)
                 attempt.chunks += 1
-                out += self.builder.feed(parser.feed(delta.content), attempt)
+            text = stops.feed(delta.content) if delta.content else ""
+            out += self._parse(parser, text, attempt)
+            if stops.hit is not None:  # end the turn there, as if the server had honoured ``stop``
+                attempt.finish = "stop"
+                self.metrics.record_stop_enforced(self.info.model, self.plan.format.name, self._tokens_saved(attempt))
+                out += self.builder.feed(parser.close("stop"), attempt)
             for chunk in self._emit(out):
                 yield chunk
             if attempt.cut or self._stop_reading(attempt):
                 return
-        for chunk in self._emit(self.builder.feed(parser.close(close_reason(attempt.finish)), attempt)):
-            yield chunk
+        if stops.hit is None:
+            out = self._parse(parser, stops.flush(), attempt)
+            out += self.builder.feed(parser.close(close_reason(attempt.finish)), attempt)
+            for chunk in self._emit(out):
+                yield chunk
+
+    def _parse(self, parser: StreamParser, text: str, attempt: Attempt) -> list[Chunk]:
+        """Model text (already cut at a stop sequence) through the parser into the builder."""
+        if not text:
+            return []
+        attempt.parsed.append(text)
+        return self.builder.feed(parser.feed(text), attempt)
 
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:
         if self.builder.produced_output:

@@ -91,7 +91,10 @@ class Metrics:
             "toolshim_completion_tokens", "Completion tokens reported by upstreams.", ["model"], registry=reg
         )
         self.tokens_saved = Counter(
-            "toolshim_tokens_saved", "Tokens not generated thanks to the cut (when known).", ["model"], registry=reg
+            "toolshim_tokens_saved",
+            "Tokens not generated thanks to the cut or an enforced stop (when known).",
+            ["model"],
+            registry=reg,
         )
         self.tool_calls = Counter(
             "toolshim_tool_calls", "Tool calls returned to clients.", ["model", "format"], registry=reg
@@ -108,6 +111,12 @@ class Metrics:
         self.reasks = Counter("toolshim_reasks", "Follow-up requests to the model.", ["model", "reason"], registry=reg)
         self.stream_cuts = Counter(
             "toolshim_stream_cuts", "Streams cut at a tool block over the limit.", ["model", "format"], registry=reg
+        )
+        self.stops_enforced = Counter(
+            "toolshim_stops_enforced",
+            "Emulated outputs ended by toolshim at a stop sequence the upstream did not honour.",
+            ["model", "format"],
+            registry=reg,
         )
         self.auto_fallbacks = Counter(
             "toolshim_auto_fallbacks", "tool_mode auto: native rejected, emulating.", ["model"], registry=reg
@@ -194,6 +203,11 @@ class Metrics:
 
     def record_cut(self, model: str, fmt: str, tokens_saved: int) -> None:
         self._child(self.stream_cuts, model, fmt).inc()
+        if tokens_saved > 0:
+            self._child(self.tokens_saved, model).inc(tokens_saved)
+
+    def record_stop_enforced(self, model: str, fmt: str, tokens_saved: int) -> None:
+        self._child(self.stops_enforced, model, fmt).inc()
         if tokens_saved > 0:
             self._child(self.tokens_saved, model).inc(tokens_saved)
 

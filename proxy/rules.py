@@ -99,6 +99,7 @@ class ModelRule(_Strict):
     max_required_retries: int = Field(1, ge=0, le=5)
     on_missing_call: Literal["error", "text"] = "error"  # a demanded call never came: 502, or the text
     max_stop_sequences: int = Field(4, ge=1)
+    thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
     # conversation policies
     max_consecutive_tool_turns: int | None = Field(None, ge=1)
     max_repeated_calls: int | None = Field(3, ge=2)

@@ -140,7 +140,9 @@ async def test_second_call_cuts_the_upstream(start_proxy, fake_upstream, fmt: st
         await asyncio.sleep(0.02)
     assert fake_upstream.disconnected[0], "the upstream connection was not closed at the cut"
     assert fake_upstream.pieces_sent[0] < len(script) - 20, "the upstream sent its whole output"
-    assert proxy.metrics.stream_cuts.labels("*", fmt)._value.get() == 1
+    # caret's stop sequence ends its first block: toolshim enforces it (the fake ignores ``stop``), no cut needed
+    cuts = proxy.metrics.stream_cuts.labels("*", fmt)._value.get()
+    assert cuts + proxy.metrics.stops_enforced.labels("*", fmt)._value.get() == 1
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
@@ -361,7 +363,8 @@ async def test_stream_arguments_with_several_calls(start_proxy, fake_upstream, f
     assert [json.loads(c["arguments"]) for c in calls] == files[: 2 if parallel else 1]
     assert all(c["name"] == "write_file" for c in calls)
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
-    assert proxy.metrics.stream_cuts.labels("*", fmt)._value.get() == 1
+    cuts = proxy.metrics.stream_cuts.labels("*", fmt)._value.get()
+    assert cuts + proxy.metrics.stops_enforced.labels("*", fmt)._value.get() == 1  # see above
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -491,7 +494,9 @@ async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(sta
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'
     fake_upstream.script(
-        Reply(pieces=text_stream([bad])), Reply(pieces=text_stream([bad, "\nSorry, I cannot look that up."]))
+        # the text comes first: after the block, hermes' stop sequence ``</tool_call>`` ends the output
+        Reply(pieces=text_stream([bad])),
+        Reply(pieces=text_stream(["Sorry, I cannot look that up.\n", bad])),
     )
     result = await ask(proxy, False)
     assert len(fake_upstream.requests) == 2

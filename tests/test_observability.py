@@ -109,7 +109,8 @@ async def test_emulated_stream_counts_calls_ttft_and_cut(start_proxy, fake_upstr
     labels = {"model": "qwen*", "format": "hermes"}
     assert changed[("toolshim_tool_calls_total", tuple(sorted(labels.items())))] == 1
     assert changed[("toolshim_tool_parse_total", tuple(sorted({**labels, "outcome": "clean"}.items())))] == 1
-    assert changed[("toolshim_stream_cuts_total", tuple(sorted(labels.items())))] == 1
+    # the fake ignores ``stop``: toolshim ends the output at hermes' ``</tool_call>`` itself, before the cut
+    assert changed[("toolshim_stops_enforced_total", tuple(sorted(labels.items())))] == 1
     assert value(after, "toolshim_time_to_first_token_seconds_count", model="qwen*", tool_mode="hermes") == 1
     assert value(after, "toolshim_requests_total", model="qwen*", tool_mode="hermes", stream="true", status="2xx") == 1
     assert value(after, "toolshim_upstream_requests_total", upstream="up", outcome="cancelled") == 1

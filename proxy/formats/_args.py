@@ -17,7 +17,9 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
 Repair names (stable; metrics count them): name_quotes, name_prefix, name_separator,
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
-double_encoded, coerce_types, embedded_json, wrap_array, enum_case.
+double_encoded, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes (only when the
+repaired arguments validate: it guesses which quotes close a string). The formats add their own
+(``_calls``: json_as_string; react: plain_input, name_next_line, partial_stop; hermes: plain_input).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from ._jsonrepair import parse_json_lenient
+from ._jsonrepair import escape_inner_quotes, parse_json_lenient
 from .base import ToolSpec
 
 __all__ = ["CallOutcome", "ToolIndex", "canonical_json", "finalize_call", "parse_json_lenient"]
@@ -48,6 +50,7 @@ _NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.", "default_api.")
 _MAX_SHOWN_TOOLS = 20
 _MAX_ERRORS = 3
 _MAX_DEPTH = 64
+_MAX_GUESS_CHARS = 1 << 20  # guessing repairs re-parse the arguments: bounded input
 _INT = re.compile(r"-?\d{1,300}")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,300})(?:\.\d{1,300})?(?:[eE][+-]?\d{1,4})?")
 _NO = object()  # "this conversion does not apply"
@@ -472,6 +475,34 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], tuple[str, ...]] | str:
     return value, repairs
 
 
+def _coerce_and_validate(
+    index: ToolIndex, name: str, value: dict[str, Any]
+) -> tuple[str | None, str | None, list[str]]:
+    """``(canonical arguments or None, error or None, coercion repairs)`` for parsed arguments."""
+    coercer = _Coercer(index.tools[name].parameters)
+    try:
+        value = coercer.coerce(value, index.tools[name].parameters)
+        error = index.validate(name, value)
+        return (canonical_json(value) if error is None else None), error, coercer.repairs
+    except RecursionError:
+        return None, "arguments are nested too deeply", coercer.repairs
+    except (ValueError, TypeError) as exc:
+        return None, f"arguments cannot be encoded as JSON: {_clip(str(exc), 80)}", coercer.repairs
+
+
+def _guessed_repairs(index: ToolIndex, name: str, raw: Any) -> tuple[str, tuple[str, ...]] | None:
+    """Repairs that guess, kept only when the result validates against the schema: unescaped
+    quotes inside a string value (``inner_quotes``)."""
+    fixed = escape_inner_quotes(raw) if isinstance(raw, str) and len(raw) <= _MAX_GUESS_CHARS else None
+    parsed = _parse_arguments(fixed) if fixed is not None else None
+    if parsed is None or isinstance(parsed, str):
+        return None
+    arguments, error, coerced = _coerce_and_validate(index, name, parsed[0])
+    if arguments is None or error is not None:
+        return None
+    return arguments, ("inner_quotes", *parsed[1], *coerced)
+
+
 def finalize_call(index: ToolIndex, name: str, raw_arguments: str | Mapping[str, Any] | None) -> CallOutcome:
     """Resolve the name, parse/repair the arguments, coerce to the schema, validate."""
     shown = name if isinstance(name, str) else ""
@@ -480,18 +511,11 @@ def finalize_call(index: ToolIndex, name: str, raw_arguments: str | Mapping[str,
         return CallOutcome(shown.strip(), None, (), index.describe_unresolved(shown))
     parsed = _parse_arguments(raw_arguments)
     if isinstance(parsed, str):
-        return CallOutcome(resolved, None, repairs, parsed)
+        guessed = _guessed_repairs(index, resolved, raw_arguments)
+        if guessed is None:
+            return CallOutcome(resolved, None, repairs, parsed)
+        return CallOutcome(resolved, guessed[0], tuple(dict.fromkeys((*repairs, *guessed[1]))), None)
     value, arg_repairs = parsed
-    coercer = _Coercer(index.tools[resolved].parameters)
-    arguments: str | None = None
-    try:
-        value = coercer.coerce(value, index.tools[resolved].parameters)
-        error = index.validate(resolved, value)
-        if error is None:
-            arguments = canonical_json(value)
-    except RecursionError:
-        error = "arguments are nested too deeply"
-    except (ValueError, TypeError) as exc:
-        error = f"arguments cannot be encoded as JSON: {_clip(str(exc), 80)}"
-    all_repairs = tuple(dict.fromkeys((*repairs, *arg_repairs, *coercer.repairs)))
+    arguments, error, coerced = _coerce_and_validate(index, resolved, value)
+    all_repairs = tuple(dict.fromkeys((*repairs, *arg_repairs, *coerced)))
     return CallOutcome(resolved, arguments, all_repairs, error)

@@ -8,7 +8,8 @@ parsers). It owns what is the same in every syntax:
 * the cut: a block that starts after ``max_calls`` calls were started emits
   ``SecondToolStarted`` (the parser then ignores the rest of the output);
 * the tool spec lookup by name;
-* finishing a block: ``finalize_call`` once, then ``ToolCallEnd`` or ``Malformed``;
+* finishing a block: ``finalize_call`` once, then ``ToolCallEnd`` or ``Malformed``; JSON-looking text
+  that fails as arguments is tried as the value of the tool's one string parameter (below);
 * the truncation rule at ``close()`` (below).
 
 It knows no syntax: where a block starts and ends, its raw text and how its arguments are
@@ -19,6 +20,14 @@ call) and the finish reason is ``"length"`` or ``"content_filter"``, the upstrea
 output mid-call, so the block is ``Malformed`` and never a complete call. With ``"stop"`` (or
 no reason) a stop sequence may have eaten the closing marker, and the format completes the
 block by its own rule (``close_block``'s ``complete`` callback).
+
+JSON as a string (repair ``json_as_string``): arguments written as text (react's ``Action Input``, a
+hermes ``"arguments"`` string) that look like JSON but are not valid arguments, for a tool whose one
+parameter is a string (``Action Input: [3, 1, 2]`` for ``sort(numbers: string)``), are that parameter's
+value, as LangChain hands such input to the tool. Only when the text parses as JSON that is no object
+(an array, a scalar); an object was meant as arguments, even with a wrong key, and text that is no
+JSON at all (``{:::}``) is broken arguments: both stay Malformed (for a re-ask) rather than a guess.
+Kept only when the result validates.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from ._args import ToolIndex, finalize_call
+from ._args import CallOutcome, ToolIndex, finalize_call, parse_json_lenient
+from ._react_lines import plain_parameter
 from ._text import EventBuffer
 from .base import FinishReason, Malformed, SecondToolStarted, ToolCallArgs, ToolCallEnd, ToolCallStart, ToolSpec
 
@@ -122,6 +132,8 @@ class CallSlots:
         arguments text when given.
         """
         outcome = finalize_call(self.tools, name, arguments)
+        if outcome.error is not None and type(arguments) is str:  # text, not an object as written (RawArgs)
+            outcome = self._as_string_parameter(name, arguments) or outcome
         if outcome.error is not None or outcome.arguments is None:
             self.fail(raw, outcome.error or "invalid arguments")
             return
@@ -133,6 +145,21 @@ class CallSlots:
         names = (r for r in dict.fromkeys((*before, *outcome.repairs, *after)) if r not in hide)
         self._out.push(ToolCallEnd(index, outcome.name, outcome.arguments, tuple(names)))
         self.open = None
+
+    def _as_string_parameter(self, name: str, text: str) -> CallOutcome | None:
+        """JSON-looking text as the value of the tool's one string parameter (module docstring)."""
+        spec = self.spec(name)
+        param = plain_parameter(spec)
+        stripped = text.strip()
+        if spec is None or param is None or not stripped.startswith(("{", "[")):
+            return None
+        parsed = parse_json_lenient(stripped)
+        if parsed is None or isinstance(parsed[0], dict):
+            return None
+        outcome = finalize_call(self.tools, name, {param: stripped})
+        if outcome.error is not None:
+            return None
+        return CallOutcome(outcome.name, outcome.arguments, (*outcome.repairs, "json_as_string"))
 
     def close_block(self, finish_reason: FinishReason, raw: str, complete: Callable[[], None]) -> None:
         """The output ended inside a block: the truncation rule (module docstring).

@@ -15,6 +15,10 @@ cover json5's everyday syntax (quotes, commas, keys, comments) while naming each
    stays linear) and ``json`` again.
 3. ``json5`` on inputs up to ``_JSON5_MAX_CHARS``.
 
+``escape_inner_quotes`` is not in that chain: unescaped double quotes inside a string value
+(``"He said "hi" there"``) can only be told from closing quotes by guessing, so ``_args`` tries it
+last and keeps its result only when the repaired object validates against the tool's schema.
+
 Values are never NaN/Infinity (they have no JSON form). Nothing here raises on any input.
 """
 
@@ -50,6 +54,7 @@ _TOKEN = re.compile(
     r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
     r"|'[^'\\]*+(?:\\.[^'\\]*+)*+'"
     r"|//[^\n]*+"
+    r"|\#[^\n]*+"  # a hash comment (YAML/Python habit; never valid JSON outside strings)
     r"|/\*(?:[^*]++|\*(?!/))*+\*/"
     r"|[A-Za-z_$][\w$]*+"
     r"|[-+.\d][\w.+-]*+"
@@ -147,8 +152,8 @@ class _Rewriter:
 
     def _token(self, tok: str) -> bool:
         head = tok[0]
-        if head == "/":
-            if len(tok) == 1:
+        if head in "/#":
+            if tok == "/":
                 return False
             self.repairs.append("comments")
             return True
@@ -355,3 +360,58 @@ def parse_json_lenient(raw: str) -> tuple[Any, Repairs] | None:
         if parsed is not None:
             return parsed
     return _json5_fallback(raw)
+
+
+# Outside strings the scan jumps to the next quote or comment; inside, to the next quote or escape.
+_OUTSIDE_STRING = re.compile(r'"|//|/\*|#')
+_INSIDE_STRING = re.compile(r'["\\]')
+_SPACES = re.compile(r"\s*+")
+_VALUE_AFTER_COMMA = re.compile(r'["{\[\]}\-\d#]|(?:true|false|null)\b|/[/*]')
+
+
+def _closes_string(text: str, pos: int) -> bool:
+    """Whether a ``"`` just before ``pos`` can close a string: what follows is ``:``, ``}``, ``]``,
+    a comment, the end, or a ``,`` and then what starts a JSON value, key or comment (not prose like
+    ``, then``)."""
+    i = _SPACES.match(text, pos).end()  # type: ignore[union-attr]
+    if i >= len(text) or text[i] in ":}]#" or text.startswith(("//", "/*"), i):
+        return True
+    if text[i] != ",":
+        return False
+    j = _SPACES.match(text, i + 1).end()  # type: ignore[union-attr]
+    return j >= len(text) or _VALUE_AFTER_COMMA.match(text, j) is not None
+
+
+def escape_inner_quotes(text: str) -> str | None:
+    """``text`` with the double quotes that cannot close their string escaped (``inner_quotes``);
+    ``None`` when there are none. One linear pass; ``//``, ``#`` and ``/* */`` comments outside strings are
+    skipped, so quotes in them are left alone."""
+    out: list[str] = []
+    i, done, n = 0, 0, len(text)
+    while i < n:
+        m = _OUTSIDE_STRING.search(text, i)
+        if m is None:
+            break
+        if m.group() != '"':
+            closer = "*/" if m.group() == "/*" else "\n"
+            end = text.find(closer, m.end())
+            i = n if end == -1 else end + len(closer)
+            continue
+        i = m.end()
+        while i < n:  # inside a string
+            q = _INSIDE_STRING.search(text, i)
+            if q is None:
+                i = n
+                break
+            if q.group() == "\\":
+                i = q.end() + 1
+                continue
+            i = q.end()
+            if _closes_string(text, i):
+                break
+            out += (text[done : q.start()], '\\"')
+            done = i
+    if not out:
+        return None
+    out.append(text[done:])
+    return "".join(out)

@@ -6,6 +6,8 @@ it tracks depth and strings, and at depth 1 the ``name`` value and the span of t
 parses or repairs: ``extract_call`` reads name and arguments once the object is balanced (from the
 scanned spans, else by a lenient parse), and ``parse_call_list`` reads a block body that is not a
 plain object. It stops at a ``<`` or backtick outside strings, which the hermes parser decides on.
+``//`` and ``/* */`` comments outside strings are skipped whole (json5 allows them; the repair reads
+them later), so quotes, brackets or markup inside a comment change nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from ._args import parse_json_lenient
 ARGS_KEYS = ("arguments", "parameters")
 _CAPTURE_CAP = 256  # longest key / name string kept while scanning
 _NAMED_OBJECT = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*(\{.*\})\s*", re.S)
-OUTSIDE_BLOCK = re.compile(r"[{}\[\]\"',:<]")  # what the scanner stops at outside strings, in a block
-OUTSIDE_BARE = re.compile(r"[{}\[\]\"',:<`]")  # ... and in a bare object, where a backtick may open a fence
+OUTSIDE_BLOCK = re.compile(r"[{}\[\]\"',:</]")  # what the scanner stops at outside strings, in a block
+OUTSIDE_BARE = re.compile(r"[{}\[\]\"',:</`]")  # ... and in a bare object, where a backtick may open a fence
+_COMMENT_END = {"//": "\n", "/*": "*/"}
 _INSIDE = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 _KEY, _COLON, _VALUE, _NEXT = range(4)  # what the scanner expects next at depth 1
 
@@ -45,6 +48,7 @@ class ObjectScanner:
         self.size = 0
         self.stack: list[str] = []
         self.quote = ""
+        self.comment = ""  # "//" or "/*" while inside a comment
         self.expect = _KEY
         self.key_is_name = self.key_is_args = self.args_seen = self.args_before_name = False
         self.capture: list[str] | None = None
@@ -69,9 +73,9 @@ class ObjectScanner:
         """Scan ``s[i:end]`` (``s[0]`` sits at offset ``self.size``); stop early at DONE/SPECIAL."""
         base = self.size
         while i < end:
-            if self.quote:
-                i = self._in_string(s, i, end, base)
-                if self.quote:
+            if self.quote or self.comment:
+                i = self._in_string(s, i, end, base) if self.quote else self._in_comment(s, i, end)
+                if self.quote or self.comment:
                     return i, Scan.MORE
                 continue
             m = self.outside.search(s, i, end)
@@ -81,6 +85,15 @@ class ObjectScanner:
             c = s[j]
             if c in "<`":
                 return j, Scan.SPECIAL
+            if c == "/":
+                if j + 1 >= end:
+                    return j, Scan.MORE  # a comment may start: wait for the next character
+                if s[j + 1] in "/*":
+                    self.comment = s[j : j + 2]
+                    i = j + 2
+                else:
+                    i = j + 1
+                continue
             i = j + 1
             if self._structural(c, base + j):
                 return i, Scan.DONE
@@ -103,6 +116,15 @@ class ObjectScanner:
             self._keep(s, start, j)
             self._string_closed(base + j)
             return j + 1
+
+    def _in_comment(self, s: str, i: int, end: int) -> int:
+        """Skip comment text; where scanning goes on (a ``*`` that may start ``*/`` is left unread)."""
+        closer = _COMMENT_END[self.comment]
+        at = s.find(closer, i, end)
+        if at == -1:
+            return end - 1 if closer == "*/" and end > i and s[end - 1] == "*" else end
+        self.comment = ""
+        return at if closer == "\n" else at + 2
 
     def _keep(self, s: str, a: int, b: int) -> None:
         if self.capture is not None and b > a:

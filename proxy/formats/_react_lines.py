@@ -58,10 +58,13 @@ SPACE = re.compile(r"\s*")
 FENCE_TAG = re.compile(r"[\w+.#-]{0,32}")
 # Inside an object: everything up to the next brace, unfinished string, or newline that may start a
 # marker line (possessive quantifiers: linear, no backtracking).
+# A ``/`` stops the run only when it may start a comment (the step skips comments whole).
 JSON_RUN = re.compile(
-    r"""(?:[^{}"'\n]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|'[^'\\]*+(?:\\.[^'\\]*+)*+'|\n(?=[ \t]*+[^ \tTAFO*`]))*+""",
+    r"""(?:[^{}"'\n/]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|'[^'\\]*+(?:\\.[^'\\]*+)*+'"""
+    r"""|\n(?=[ \t]*+[^ \tTAFO*`])|/(?=[^/*]))*+""",
     re.S,
 )
+COMMENT_END = {"//": "\n", "/*": "*/"}
 STRING_BODY = {q: re.compile(rf"[^{q}\\]*+(?:\\.[^{q}\\]*+)*+", re.S) for q in "\"'"}
 FENCE = "```"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"

@@ -530,10 +530,11 @@ class HermesParser:
         self._calls.close_block(finish, raw_block, lambda: self._complete_block_object(raw_block))
 
     def _complete_block_object(self, raw_block: str) -> None:
-        """The server dropped the `</tool_call>` stop string: complete the block, unless inside a string."""
+        """The server dropped the `</tool_call>` stop string: complete the block (inside a string: only by
+        the guarded inner-quotes repair)."""
         sc = self._c.scanner()
-        if sc.quote:
-            self._calls.fail(raw_block, "<tool_call> block ends inside a JSON string")
+        if sc.quote:  # unescaped quotes in a value, perhaps: a guarded repair, else Malformed
+            self._c.finish_open_string(raw_block[len(OPEN) :], raw_block)
         else:
             self._c.finish_object(sc.text(), raw_block)
 

@@ -57,6 +57,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
 from ._react_lines import (
+    COMMENT_END,
     FENCE,
     FENCE_TAG,
     FIRST_CHARS,
@@ -89,6 +90,9 @@ from .base import (
     ToolChoice,
     ToolSpec,
 )
+
+_OBSERVATION = Marker.OBSERVATION.value.lower() + ":"
+_MIN_PARTIAL_STOP = 3  # "Obs": shorter line ends ("O") are too likely to be real text
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
@@ -129,6 +133,7 @@ class _ReactParser:
         self._has_text = False  # non-blank Text was emitted: no answer fallback
         self._thought: Section | None = None  # the last Thought section, for the fallback
         self._observation: Section | None = None  # the last Observation section before any Action
+        self._final_answer = False  # a Final Answer was given: a later Action is a hallucination, not a call
         self._reset_block()
 
     def _reset_block(self) -> None:
@@ -137,6 +142,9 @@ class _ReactParser:
         self._raw: list[str] = []  # the whole block as written, for Malformed
         self._args: list[str] = []  # the Action Input text
         self._fenced, self._depth, self._quote, self._arg_line_start = False, 0, "", False
+        self._comment = ""  # "//" or "/*" inside the JSON input: quotes, braces and markers in it count for nothing
+        self._name_wait = False  # "Action:" ended its line without a name: the name may be on the next one
+        self._repairs: list[str] = []  # this block's repairs of the line syntax, reported with the call
 
     # ---- public API ------------------------------------------------------------------
 
@@ -151,6 +159,7 @@ class _ReactParser:
         if self._state is _State.DONE:
             return []
         self._buf, self._pos, self._final = self._buf[self._pos :], 0, True
+        self._drop_partial_stop()
         self._run()
         self._end_block(finish_reason)
         if self._state in (_State.PROSE, _State.THINK) and self._section.pending:
@@ -159,6 +168,27 @@ class _ReactParser:
         if not truncated(finish_reason):  # a cut-off thought may be a call's preamble, not an answer
             self._answer_fallback()
         return self._out.take()
+
+    def _drop_partial_stop(self) -> None:
+        """At close: a last line that is only the start of ``Observation:`` (``Obs``: the stop sequence,
+        cut short by the server or the token limit) is dropped, never text or argument."""
+        buf = self._buf
+        nl = buf.rfind("\n")
+        word = buf[nl + 1 :].strip().strip("*").lower()
+        at_line = nl != -1 or self._at_line_start()
+        if at_line and len(word) >= _MIN_PARTIAL_STOP and _OBSERVATION.startswith(word) and word != _OBSERVATION:
+            self._buf = buf[: max(nl, 0)]  # the newline belongs to the stop sequence ("\nObservation:")
+            if nl == -1 and self._state is _State.PROSE:  # ... and it may wait as trailing whitespace
+                self._section.pending = self._section.pending.removesuffix("\n")
+            self._repairs.append("partial_stop")
+
+    def _at_line_start(self) -> bool:
+        """Whether the unread text starts a line (for ``_drop_partial_stop``)."""
+        if self._state is _State.PROSE:
+            return self._line_start
+        if self._state in (_State.INPUT_RAW, _State.INPUT_JSON):
+            return self._arg_line_start and not self._quote
+        return self._state is _State.AWAIT_INPUT or (self._state is _State.ACTION_NAME and self._name_wait)
 
     def _run(self) -> None:
         """Run the current state's step until one needs more input or the parser is DONE."""
@@ -251,11 +281,14 @@ class _ReactParser:
     def _on_marker(self, marker: Marker, raw: str) -> None:
         # A Final Answer or an Action block (started, malformed or cut) rules out the answer fallback.
         self._answered = self._answered or marker not in (Marker.THOUGHT, Marker.OBSERVATION)
-        if marker is Marker.THOUGHT:
+        if self._final_answer and marker in (Marker.ACTION, Marker.ACTION_INPUT):
+            self._state = _State.DONE  # an Action after the Final Answer: the answer wins (as in LangChain)
+        elif marker is Marker.THOUGHT:
             self._thought = self._to_prose(Reasoning, line_start=False, keep=True)
         elif marker is Marker.OBSERVATION and not self._blocks:
             self._observation = self._to_prose(Reasoning, line_start=False, keep=True)
         elif marker is Marker.FINAL_ANSWER:
+            self._final_answer = True
             self._to_prose(Text, line_start=False)
         elif marker is Marker.OBSERVATION:
             self._state = _State.DONE  # the model is inventing a tool result: nothing after it counts
@@ -284,6 +317,14 @@ class _ReactParser:
 
     def _step_action_name(self) -> bool:
         buf, pos = self._buf, self._pos
+        if self._name_wait:  # the line after a bare "Action:": a name, unless it is a marker or fence
+            info = classify_line(buf, pos, self._final)
+            if info is None:
+                return False
+            self._name_wait = False
+            if info[0] is not Line.PLAIN:
+                self._complete_name()
+                return True
         nl = buf.find("\n", pos)
         stop = len(buf) if nl == -1 else nl + 1
         self._name_parts.append(buf[pos:stop])
@@ -297,6 +338,10 @@ class _ReactParser:
     def _complete_name(self) -> None:
         """The Action line is complete: announce the call if its name resolves to a tool."""
         self._name = clean_name("".join(self._name_parts))
+        if not self._name and not self._final and not self._name_wait and self._name_parts:
+            self._name_parts, self._name_wait = [], True  # "Action:\nsearch" (LangChain reads it)
+            self._repairs.append("name_next_line")
+            return
         self._calls.start(self._name)
         self._state = _State.AWAIT_INPUT
 
@@ -363,6 +408,11 @@ class _ReactParser:
                     break
                 pos, self._quote = pos + 1, ""
                 continue
+            if self._comment:
+                pos = self._skip_comment(pos)
+                if self._comment:
+                    break
+                continue
             if self._arg_line_start:
                 info = classify_line(buf, pos, self._final, strict=True)
                 if info is None:
@@ -385,10 +435,28 @@ class _ReactParser:
                     return True
             elif char == "\n":
                 self._arg_line_start = True
+            elif char == "/":
+                if pos >= n and not self._final:
+                    pos -= 1  # a comment may start: wait for the next character
+                    break
+                if pos < n and buf[pos] in "/*":
+                    self._comment, pos = buf[pos - 1 : pos + 1], pos + 1
             else:
                 self._quote = char
         self._take_args(start, pos)
         return False
+
+    def _skip_comment(self, pos: int) -> int:
+        """Past a JSON comment's end (a line comment stops before its newline, where a marker may follow);
+        at the end of the buffer, all of it but a ``*`` that may start ``*/``."""
+        buf, closer = self._buf, COMMENT_END[self._comment]
+        at = buf.find(closer, pos)
+        if at != -1:
+            self._comment = ""
+            return at if closer == "\n" else at + 2
+        if closer == "*/" and buf.endswith("*") and not self._final and len(buf) > pos:
+            return len(buf) - 1
+        return len(buf)
 
     def _take_args(self, start: int, stop: int) -> None:
         """Consume ``buf[start:stop]`` as argument text and stream it if the call was announced."""
@@ -482,7 +550,7 @@ class _ReactParser:
         text = text.strip()
         spec = None if text.startswith(("{", "[")) or not text else self._calls.spec(name)
         arguments, extra = input_arguments(text, spec)
-        self._calls.finish(name, arguments, raw, after=extra)
+        self._calls.finish(name, arguments, raw, before=self._repairs, after=extra)
 
 
 class ReactFormat:

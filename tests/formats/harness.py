@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from toolshim.formats._thought import set_thinking
 from toolshim.formats.base import (
     Event,
     FinishReason,
@@ -163,16 +164,19 @@ def load_golden(name: str) -> dict[str, dict[str, Any]]:
 
     A case file holds ``description``, the model ``output``, optional ``max_calls`` (1) and
     ``finish_reason`` ("stop"), the ``expect``ed ``summarize`` result, and ``shows_markup: true`` when
-    its visible text legitimately contains the format's markup (a code fence, a mention, prose JSON).
+    its visible text legitimately contains the format's markup (a code fence, a mention, prose JSON), and
+    ``thinking`` (the rule option: "off", "auto", "template") for an output that starts inside a thought.
     """
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((GOLDEN_DIR / name).glob("*.json"))}
 
 
 def golden_events(fmt: ToolFormat, case: dict[str, Any], tools: Sequence[ToolSpec] = TOOLS) -> list[Event]:
     """A golden case's output in every chunking (contract checked, all chunkings equal): the merged events."""
-    max_calls = case.get("max_calls", 1)
+    max_calls, thinking = case.get("max_calls", 1), case.get("thinking", "off")
     return assert_same_in_all_chunkings(
-        lambda: fmt.new_parser(tools, max_calls), case["output"], case.get("finish_reason", "stop")
+        lambda: set_thinking(fmt.new_parser(tools, max_calls), thinking),
+        case["output"],
+        case.get("finish_reason", "stop"),
     )
 
 

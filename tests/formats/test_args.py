@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
+from toolshim.formats._jsonrepair import escape_inner_quotes
 from toolshim.formats.base import ToolSpec
 
 from tests.formats.tools import TOOLS
@@ -31,6 +32,12 @@ def tool(name: str, parameters: Any = None) -> ToolSpec:
 # ---- parse_json_lenient: one case per repair ----------------------------------------------------
 
 REPAIR_CASES = [
+    (
+        '{"a": 1, # the "a" value, with a } brace\n "b": "x # not a comment"}',
+        {"a": 1, "b": "x # not a comment"},
+        ("comments",),
+    ),
+    ('{"a": "x", // a "quoted" </tool_call> mention\n "b": 2 /* "c": 3 } */}', {"a": "x", "b": 2}, ("comments",)),
     ('{"a": 1}', {"a": 1}, ()),
     ('  {"a": [1, 2.5, "x", null, true]}\n', {"a": [1, 2.5, "x", None, True]}, ()),
     ('```json\n{"a": 1}\n```', {"a": 1}, ("code_fence",)),
@@ -548,3 +555,72 @@ def test_adversarial_inputs_are_linear(kind: str) -> None:
         finalize_call(ToolIndex(TOOLS), "search_docs", raw)
 
     assert_linear(lambda k: adversarial_arguments(kind, k), run)
+
+
+# ---- guessing repairs: unescaped inner quotes, kept only when the result validates -------------
+
+SAY = tool(
+    "say",
+    {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        ('{"text": "He said "hi" there"}', 'He said "hi" there'),
+        ('{"text": "a "quoted, with comma" word", "times": 2}', 'a "quoted, with comma" word'),
+        ('{"text": "say "go", then leave"}', 'say "go", then leave'),
+        ('{"text": "ends with "x""}', 'ends with "x"'),
+        ('{"text": "x "y" z", // a "comment"\n "times": 1}', 'x "y" z'),
+        ('```json\n{"text": "He said "hi" there"}\n```', 'He said "hi" there'),
+    ],
+)
+def test_inner_quotes_repaired_when_the_result_validates(raw: str, text: str) -> None:
+    outcome = finalize_call(ToolIndex([SAY]), "say", raw)
+    assert outcome.error is None and outcome.arguments is not None, outcome
+    assert json.loads(outcome.arguments)["text"] == text
+    assert "inner_quotes" in outcome.repairs
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"text": "He said "hi" there", "times": "many"}',  # repaired, but does not validate
+        '{"txt": "He said "hi" there"}',  # unknown key: additionalProperties false
+        '{"text": "He said "hi}',  # unterminated: nothing to guess from
+    ],
+)
+def test_inner_quotes_not_guessed_when_invalid(raw: str) -> None:
+    outcome = finalize_call(ToolIndex([SAY]), "say", raw)
+    assert outcome.arguments is None and outcome.error is not None
+
+
+def test_comments_with_quotes_and_markup() -> None:
+    raw = '{\n  // the "text" is the </tool_call> tag\'s content\n  "text": "x", /* "times" } ] */ "times": 2\n}'
+    outcome = finalize_call(ToolIndex([SAY]), "say", raw)
+    assert json.loads(outcome.arguments or "") == {"text": "x", "times": 2}
+    assert "comments" in outcome.repairs
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+        max_leaves=12,
+    )
+)
+def test_escape_inner_quotes_leaves_valid_json_alone(value: Any) -> None:
+    """Valid JSON (any spacing) has no quote that cannot close its string: nothing is changed."""
+    for text in (json.dumps(value), json.dumps(value, indent=1), json.dumps(value, separators=(",", ":"))):
+        assert escape_inner_quotes(text) is None
+
+
+def test_escape_inner_quotes_is_linear() -> None:
+    assert_linear(lambda n: '{"a": "' + 'x "y" ' * (n * 1000) + '"} // "c"', escape_inner_quotes)

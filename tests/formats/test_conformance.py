@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, Text, ToolCallRecord, ToolChoice, ToolFormat, get_format
+from toolshim.formats._thought import set_thinking
 from toolshim.formats.base import Event, FinishReason, Malformed, Reasoning, ToolCallArgs, ToolCallEnd
 
 from tests.formats.harness import (
@@ -415,7 +416,8 @@ def test_golden_never_shows_markup(name: str, case: str) -> None:
     if spec.get("shows_markup"):
         pytest.skip("the case's visible text contains markup on purpose")
     find, kinds = GOLDEN_LEAKS[name]
-    events = parse_whole(get_format(name), spec["output"], spec.get("max_calls", 1), spec.get("finish_reason", "stop"))
+    parser = set_thinking(get_format(name).new_parser(TOOLS, spec.get("max_calls", 1)), spec.get("thinking", "off"))
+    events = merge(feed_chunks(lambda: parser, [spec["output"]], spec.get("finish_reason", "stop")))
     visible = "".join(e.text for e in events if isinstance(e, kinds))
     assert not find(visible), visible
 

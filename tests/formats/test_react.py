@@ -133,7 +133,8 @@ def test_holdback_is_bounded() -> None:
         ),
         (
             'Action: get_weather\nAction Input: {"city": "Paris"}\nObservation',
-            [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd, Text("Observation")],
+            # a stop sequence cut short ("\nObservation" without its colon) is dropped, not shown
+            [ToolCallStart(0, "get_weather"), ToolCallArgs(0, '{"city": "Paris"}'), ToolCallEnd],
         ),
         (
             'Action:   "get_weather()"  \nAction Input: {"city": "Rome"}',
@@ -257,3 +258,25 @@ def test_second_action_glued_to_the_first_input_is_the_cut_not_text() -> None:
     events = parser.feed(text) + parser.close("stop")
     assert not [e for e in events if isinstance(e, Text)]
     assert isinstance(events[-1], SecondToolStarted) and isinstance(events[-2], ToolCallEnd)
+
+
+@pytest.mark.parametrize(
+    ("output", "repairs"),
+    [
+        ('Action:\nget_weather\nAction Input: {"city": "Paris"}', ("name_next_line",)),
+        ("Action: get_weather\nAction Input: Paris\nObs", ("partial_stop", "plain_input")),
+        ('Action: get_weather\nAction Input: {"city": "Paris"}\nObservation', ()),  # after the block: no call repair
+    ],
+)
+def test_line_syntax_repairs_are_named(output: str, repairs: tuple[str, ...]) -> None:
+    """The ReAct repairs ride on the call's ``ToolCallEnd.repairs`` (counted in toolshim_tool_repairs)."""
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output)
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert len(ends) == 1 and ends[0].repairs == repairs
+
+
+def test_final_answer_then_action_is_no_call_in_any_split() -> None:
+    """LangChain: a Final Answer before a parsable Action wins; nothing of the Action shows."""
+    output = 'Final Answer: 42\nAction: get_weather\nAction Input: {"city": "Paris"}\n'
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), output)
+    assert events == [Text("42")]
