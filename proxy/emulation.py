@@ -25,6 +25,7 @@ from .context import RequestInfo
 from .delta import decode, parse_payload
 from .dumps import DumpWriter
 from .errors import NoValidToolCall
+from .formats.lenient import new_parser
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
@@ -131,7 +132,7 @@ class Emulator:
         return body
 
     async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
-        parser = self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls)
+        parser = new_parser(self.plan.format, list(self.plan.parse_tools), self.plan.max_calls, self.plan.lenient)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))
             attempt.usage = dict(delta.usage) if delta.usage else attempt.usage

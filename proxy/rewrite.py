@@ -36,6 +36,7 @@ class EmulationPlan:
     max_calls: int
     legacy_functions: bool  # the client used ``functions``: answer with ``function_call``
     body: dict[str, Any]  # what goes upstream
+    lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
 
     @property
     def wants_call(self) -> bool:
@@ -112,5 +113,13 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         body["stop"] = stops
     parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
     return EmulationPlan(
-        fmt, tuple(offered), parse_tools, choice, turn.parallel_allowed, max_calls, turn.legacy_functions, body
+        fmt,
+        tuple(offered),
+        parse_tools,
+        choice,
+        turn.parallel_allowed,
+        max_calls,
+        turn.legacy_functions,
+        body,
+        rule.lenient,
     )

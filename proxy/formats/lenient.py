@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
-from ._foreign_scan import ValueScanner, read_calls
+from ._foreign_scan import Call, ValueScanner, read_calls
 from ._text import EventBuffer
 from .base import (
     Event,
@@ -89,6 +89,7 @@ _FENCE_LANGS = ("", "json", "json5", "tool_call", "tool_code", "javascript")
 _TRIGGER = re.compile(r"[{\[<`]")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _GAP = re.compile(r"[ \t\r\n]*[,;]?[ \t\r\n]*")
+_INLINE_GAP = re.compile(r"[ \t]*")
 _FENCE_HEAD = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n[ \t\r\n]*")
 _FUNCTION_TAG = re.compile(r"<function=([A-Za-z_][\w.:-]{0,63})>")
 _FUNCTION_PARTIAL = re.compile(r"<(?:f(?:u(?:n(?:c(?:t(?:i(?:o(?:n(?:=(?:[A-Za-z_][\w.:-]{0,63})?)?)?)?)?)?)?)?)?)?\Z")
@@ -124,6 +125,7 @@ class _Group:
     calls: int = 0  # calls made from this group
     gap: str = ""  # separators held before the next value
     around: bool = False  # only follows a call of the wrapped parser: what it holds at the end is text
+    inline: bool = False  # a bare value after prose on its line: a call only if its line ends after it
 
 
 class ForeignCalls:
@@ -138,6 +140,8 @@ class ForeignCalls:
         self._group: _Group | None = None
         self._sc = ValueScanner()
         self._parts: list[str] = []  # the value's text consumed so far
+        self._pending: tuple[list[Call], str, tuple[str, ...]] | None = None  # calls, raw, repairs
+        self._blank_line = True  # only blanks were released since the last newline
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.FENCE: self._step_fence,
@@ -163,6 +167,8 @@ class ForeignCalls:
 
     def close(self, finish: FinishReason) -> None:
         """End of output: release or finish what is held."""
+        if self._pending is not None:
+            self._commit()
         state = self._state
         if state is _State.VALUE:
             self._close_value(finish)
@@ -182,7 +188,11 @@ class ForeignCalls:
         (``<tools>`` around a call the wrapped parser read) is markup of that call, and after it, as
         after a foreign call, separators before a next call are markup too (AFTER).
         """
+        if self._pending is not None:  # what follows ends the line: the pending calls are calls
+            self._commit()
         state, group = self._state, self._group
+        if state is _State.DONE:
+            return
         if (
             call
             and group is not None
@@ -194,7 +204,7 @@ class ForeignCalls:
             return
         if state in (_State.HEAD, _State.VALUE, _State.AFTER):
             self.close("length")
-        elif state is not _State.DONE:
+        else:
             self._emit(self._rest())
         if call and not self.done:
             self._group, self._state = _Group("json", calls=1, around=True), _State.AFTER
@@ -209,6 +219,10 @@ class ForeignCalls:
     def _emit(self, text: str) -> None:
         if text:
             self._out.text(Text, text)
+            nl = text.rfind("\n")
+            tail = text[nl + 1 :]
+            blank = not tail.strip(" \t\r")
+            self._blank_line = blank if nl >= 0 else self._blank_line and blank
 
     def _release(self, tail: str) -> None:
         """The group is not a call after all: its opener and ``tail`` are text, as written."""
@@ -241,7 +255,7 @@ class ForeignCalls:
         s = self._buf
         c = s[p]
         if c == "{":
-            return self._begin(_Group("json"), p, p)
+            return self._begin(_Group("json", inline=not self._blank_line), p, p)
         if c == "[":
             return self._open_bracket(s, p)
         if c == "<":
@@ -258,7 +272,7 @@ class ForeignCalls:
             return False
         if k == len(s):
             return None
-        return self._begin(_Group("json"), p, p) if s[k] == "{" else False
+        return self._begin(_Group("json", inline=not self._blank_line), p, p) if s[k] == "{" else False
 
     def _open_tag(self, s: str, p: int) -> bool | None:
         for tag, closer in TAGS.items():
@@ -421,20 +435,48 @@ class ForeignCalls:
             self._parts = [text if shown is None else shown]
             self._flush_unused()
             return
-        calls, parse_repairs = found
+        self._pending = (found[0], text, (f"foreign_{group.kind}", *repairs, *found[1]))
+        group.gap, group.name = "", None
+        self._state = _State.AFTER
+        if not (group.inline and not group.calls):
+            self._commit()
+
+    def _commit(self) -> None:
+        """Make the pending calls; past ``max_calls`` report the cut (DONE)."""
+        group, pending, self._pending = self._group, self._pending, None
+        assert group is not None and pending is not None
+        calls, text, repairs = pending
         for name, args in calls:
             if self._calls.cut():
                 self._state, self._buf, self._i = _State.DONE, "", 0
                 return
-            raw = group.opener + text
-            self._calls.finish(name, args, raw, before=(f"foreign_{group.kind}", *repairs, *parse_repairs))  # type: ignore[arg-type]
+            self._calls.finish(name, args, group.opener + text, before=repairs)
             group.calls += 1
-        group.gap, group.name = "", None
-        self._state = _State.AFTER
+
+    def _line_end(self) -> bool | None:
+        """After a call written inside a line of prose: whether only blanks, a separator or a next call
+        follow on its line (it is a call); False: prose follows (it is a mention); None: undecided."""
+        s, i = self._buf, self._i
+        k = _INLINE_GAP.match(s, i).end()  # type: ignore[union-attr]
+        if k - i > _GAP_CAP:
+            return False
+        if k == len(s):
+            return None
+        return s[k] in "\r\n;,{["
 
     def _step_after(self) -> bool:
         group, s, i = self._group, self._buf, self._i
         assert group is not None
+        if self._pending is not None:
+            verdict = self._line_end()
+            if verdict is None:
+                return False
+            if not verdict:  # a call-shaped mention in prose: text as written
+                text, self._pending = self._pending[1], None
+                self._emit(text)
+                return self._end_group(i)
+            self._commit()
+            return True
         k = _GAP.match(s, i).end()  # type: ignore[union-attr]
         if k - i > _GAP_CAP:
             return self._end_group(i)
