@@ -45,7 +45,7 @@ class _Level:
 class ValueScanner:
     """Linear, incremental scan of one JSON(-ish) value from its ``{`` or ``[`` (module docstring)."""
 
-    __slots__ = ("_capture", "_captured", "_escape", "_levels", "_quote", "name", "rejected", "size")
+    __slots__ = ("_capture", "_captured", "_escape", "_levels", "_quote", "closed", "name", "rejected", "size")
 
     def __init__(self, name: str | None = None) -> None:
         """``name``: the value is the arguments of a call to ``name`` (call-shaped from the start)."""
@@ -57,6 +57,7 @@ class ValueScanner:
         self.size = 0  # characters consumed
         self.name = name  # the first call object's name
         self.rejected = False  # the value cannot be a call
+        self.closed = False  # the value ended
 
     @property
     def verdict(self) -> bool | None:
@@ -76,6 +77,8 @@ class ValueScanner:
     def scan(self, s: str, i: int, end: int, stop_on_reject: bool = True) -> tuple[int, bool]:
         """Consume ``s[i:end]``; stop just after the value closes (``(position, True)``), or where it
         turned out not to be a call (``rejected``, with ``stop_on_reject``)."""
+        if self.closed:
+            return i, True
         while i < end and not (stop_on_reject and self.rejected):
             if self._quote:
                 i = self._in_string(s, i, end)
@@ -162,10 +165,10 @@ class ValueScanner:
         elif c in "{[":
             levels.append(_Level(c, self._child_role(parent, c)))
         elif c in "}]":
-            if parent is None:
-                return True
-            levels.pop()
+            if parent is not None:
+                levels.pop()
             if not levels:
+                self.closed = True
                 return True
             if levels[-1].kind == "{":
                 levels[-1].expect = _NEXT

@@ -486,9 +486,8 @@ class ForeignCalls:
             return False
         closer = group.closer
         if closer is not None:
-            if s.startswith(closer, k):
-                self._group, self._i = None, k + len(closer)
-                self._state = _State.PROSE
+            if s.startswith(closer, k):  # the block ends; blanks after it are held as after a call
+                self._group, self._i = _Group("json", calls=group.calls), k + len(closer)
                 return True
             if len(s) - k < len(closer) and closer.startswith(s[k:]):
                 return False
@@ -500,10 +499,11 @@ class ForeignCalls:
         if group.kind == "mistral" and s.startswith(MISTRAL, k):
             group.opener, self._i, self._state = "", k + len(MISTRAL), _State.HEAD
             return True
-        return self._end_group(i)
+        return self._end_group(k if s[k] == "<" and not s[i:k].strip(" \t\r\n") else i)
 
     def _end_group(self, k: int) -> bool:
-        """Prose follows the group: what is held from ``k`` on is prose again."""
+        """Prose follows the group: what is held from ``k`` on is prose again (blanks before a tag,
+        which may start the next block, are dropped with the group)."""
         group, self._group = self._group, None
         self._i = k
         self._state = _State.FENCE if group is not None and group.fenced else _State.PROSE
