@@ -192,19 +192,34 @@ def decode_morph_block(block: str, tools: Sequence[ToolSpec]) -> list[Call] | No
 
     Total: never raises. A missing closing tag reads the body to the end of ``block``.
     """
-    names = {t.name: t for t in tools}
+    decoded = decode_element(block, {t.name: t for t in tools})
+    return None if decoded is None else [(decoded.name, decoded.arguments)]
+
+
+@dataclass(frozen=True, slots=True)
+class Element:
+    """A decoded tool element: the call, and whether text stood between its parameter elements."""
+
+    name: str
+    arguments: dict[str, Any]
+    stray_text: bool
+
+
+def decode_element(block: str, names: Mapping[str, ToolSpec]) -> Element | None:
+    """``decode_morph_block`` with the offered tools by name, also telling whether the body held stray text."""
     opened = open_tag(block, names)
     if opened is None:
         return None
     name, body_start, self_closing = opened
     if self_closing:
-        return [(name, {})]
+        return Element(name, {}, False)
     body = block[body_start:].rstrip()
     close = f"</{name}>"
     if body.endswith(close):
         body = body[: -len(close)]
     schema = names[name].parameters
-    return [(name, _object(_parse(body, schema).children, schema))]
+    root = _parse(body, schema)
+    return Element(name, _object(root.children, schema), bool("".join(root.text).strip()))
 
 
 # ---- rendering ----------------------------------------------------------------------------

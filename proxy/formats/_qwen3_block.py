@@ -14,9 +14,10 @@ A block (what ``decode_qwen3_block`` reads; the ``<tool_call>`` wrapper is optio
     </tool_call>
 
 A value runs to ``</parameter>``, or, when that is missing, to the next ``<parameter=``, ``</function>`` or
-``</tool_call>``; one leading and one trailing newline are dropped, the rest is raw text. A function runs to
-``</function>``, ``</tool_call>`` or the next ``<function=`` outside a value. Values are typed by the tool's
-schema (``_rawvalue``: ints, floats, booleans, ``null``, objects and arrays as JSON or Python literals).
+``</tool_call>`` at the start of a line (mid-line they are the value's own text, e.g. code); one leading and
+one trailing newline are dropped, the rest is raw text. A function runs to ``</function>``, ``</tool_call>``
+or the next ``<function=`` outside a value. Values are typed by the tool's schema (``_rawvalue``: ints,
+floats, booleans, ``null``, objects and arrays as JSON or Python literals).
 Decoding is one forward pass: each marker is searched for once per occurrence (``_Finder``).
 """
 
@@ -39,6 +40,8 @@ FUNCTION_END = "</function>"
 PARAM = "<parameter="
 PARAM_END = "</parameter>"
 RESPONSE = "<tool_response>"
+LINE_STOPS = (PARAM, FUNCTION_END, CLOSE)  # end a value whose </parameter> is missing, at a line start
+LINE_STARTS = "\n>"  # what may precede a LINE_STOPS marker that ends a value
 MAX_NAME = 100  # longest function/parameter name read; bounds the search for its ``>``
 _BAD_NAME = frozenset("<>\n\r")
 
@@ -75,6 +78,18 @@ def read_name(text: str, start: int) -> tuple[str, int] | None:
     return name, gt + 1
 
 
+def _value_end(text: str, find: _Finder, start: int) -> int:
+    """Where a value starting at ``start`` ends: ``</parameter>``, or a ``<parameter=``, ``</function>`` or
+    ``</tool_call>`` that starts a line (or follows a tag's ``>``); mid-line ones are the value's own text."""
+    end = find.next(PARAM_END, start)
+    for stop in LINE_STOPS:
+        hit = find.next(stop, start)
+        while hit < end and text[hit - 1] not in LINE_STARTS:
+            hit = find.next(stop, hit + 1)
+        end = min(end, hit)
+    return end
+
+
 def _read_params(text: str, find: _Finder, pos: int) -> tuple[list[tuple[str, str]], int]:
     """The params of the function whose body starts at ``pos``, and where the function ends."""
     params: list[tuple[str, str]] = []
@@ -88,8 +103,7 @@ def _read_params(text: str, find: _Finder, pos: int) -> tuple[list[tuple[str, st
             pos = start + len(PARAM)
             continue
         key, value_start = named
-        stops = (PARAM_END, PARAM, FUNCTION_END, CLOSE)
-        value_end = min(find.next(stop, value_start) for stop in stops)
+        value_end = _value_end(text, find, value_start)
         params.append((key, trim_value(text[value_start:value_end])))
         pos = value_end + len(PARAM_END) if text.startswith(PARAM_END, value_end) else value_end
 
@@ -100,7 +114,11 @@ def decode_qwen3_block(block: str, tools: Sequence[ToolSpec]) -> list[Call] | No
     Total: never raises, whatever ``block`` is. Names are as written (``finalize_call`` resolves them);
     values are typed by the schema of the tool the name resolves to.
     """
-    index = ToolIndex(tools)
+    return decode_qwen3_block_with(block, ToolIndex(tools))
+
+
+def decode_qwen3_block_with(block: str, index: ToolIndex) -> list[Call] | None:
+    """``decode_qwen3_block`` with the request's tools already indexed (a parser decodes many blocks)."""
     find = _Finder(block)
     calls: list[Call] = []
     pos = find.next(FUNCTION, 0)
