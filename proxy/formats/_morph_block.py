@@ -76,8 +76,8 @@ def _raw_string(raw: str) -> str:
     stripped = raw.strip()
     if stripped.startswith("<![CDATA[") and stripped.endswith("]]>"):
         return stripped[9:-3]
-    value = trim_value(entity_decode(raw))
-    return value.strip() if "\n" not in value else value
+    value = entity_decode(raw)
+    return value.strip() if "\n" not in value.strip() else trim_value(value)
 
 
 def _parse(body: str, schema: Any) -> _Node:
@@ -108,8 +108,9 @@ def _parse(body: str, schema: Any) -> _Node:
             top.children.append((name, _Node(name, child_schema)))
         elif "string" in _types(child_schema) or len(stack) > MAX_DEPTH:
             end = find.next(f"</{name}>", pos)
-            top.children.append((name, body[pos:end]))
-            pos = end + len(name) + 3
+            parent_end = find.next(f"</{top.name}>", pos) if top.name else end
+            top.children.append((name, body[pos : min(end, parent_end)]))
+            pos = end + len(name) + 3 if end <= parent_end else parent_end  # left open: it ends with its parent
         else:
             node = _Node(name, child_schema)
             top.children.append((name, node))
