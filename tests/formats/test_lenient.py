@@ -51,10 +51,9 @@ def run(fmt: str, text: str, max_calls: int = 1, finish: FinishReason = "stop", 
 
 
 def expected(fmt: str, case: dict[str, Any]) -> dict[str, Any]:
-    expect = dict(case["expect"])
-    if fmt in case.get("content_by_format", {}):
-        expect["content"] = case["content_by_format"][fmt]
-    return expect
+    """The case's ``expect``, or its ``expect_by_format`` entry where the prompted format reads the
+    output its own way (its own syntax opened like the foreign one, or its own prose rules)."""
+    return dict(case.get("expect_by_format", {}).get(fmt, case["expect"]))
 
 
 # ---- golden cases ------------------------------------------------------------------------------------------
@@ -83,6 +82,10 @@ def test_every_foreign_syntax_has_golden_cases() -> None:
         "prose_json",
         "unknown_tool",
         "fence_other_json",
+        "qwen3_wrapped",
+        "qwen3_bare_two",
+        "morph_call",
+        "morph_mention",
     }
     assert wanted <= LENIENT.keys()
 
@@ -263,6 +266,8 @@ LENIENT_ADVERSARIAL = {
     "function_prefixes": "<function=get_weather",
     "call_mentions": 'x {"name": "get_weather", "arguments": {}} y\n',
     "fence_heads": "```json\n{",
+    "qwen3_heads": "<tool_call>\n<function=get_weather>\n<parameter=city>\n",
+    "morph_heads": "<get_weather><city>",
 }
 
 
