@@ -7,12 +7,29 @@ bounds of the hold-back and the rules: ``lenient``'s docstring, which is the one
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
+from ._foreign_open import (
+    BLANKS,
+    BLOCK_CAP,
+    FENCE,
+    FUNCTION_CLOSE,
+    FUNCTION_PARTIAL,
+    FUNCTION_TAG,
+    GAP,
+    GAP_CAP,
+    HOLD_CAP,
+    INLINE_GAP,
+    MISTRAL,
+    MISTRAL_NAME,
+    OPENER_WINDOW,
+    TAGS,
+    TRIGGER,
+    Group,
+    fence_start,
+)
 from ._foreign_scan import Call, ValueScanner, read_calls
 from ._foreign_xml import FUNCTION, QWEN3_ENDS, TOOL_CALL_END, decode, morph_body, morph_partial, morph_tag, partial
 from ._foreign_xml import qwen3_body as qwen3_head
@@ -21,33 +38,6 @@ from .base import (
     FinishReason,
     Text,
 )
-
-HOLD_CAP = 4096  # an undecided value (opener included) longer than this is released as text
-BLOCK_CAP = 1 << 20  # a call-shaped value longer than this is released as text
-_OPENER_WINDOW = 128  # enough to decide an opener: a fence line, a tag, [TOOL_CALLS]name[ARGS]
-_GAP_CAP = 64
-MISTRAL = "[TOOL_CALLS]"
-TAGS: dict[str, str | None] = {
-    "<tool_call>": "</tool_call>",
-    "<tool_calls>": "</tool_calls>",
-    "<function_call>": "</function_call>",
-    "<tools>": "</tools>",
-    "<tool>": "</tool>",
-    "<json>": "</json>",
-    "<response>": "</response>",
-    "<|python_tag|>": None,
-}
-_FUNCTION_CLOSE = "</function>"
-_FENCE = "```"
-_FENCE_LANGS = ("", "json", "json5", "tool_call", "tool_code", "javascript")
-_TRIGGER = re.compile(r"[{\[<`]")
-_BLANKS = re.compile(r"[ \t\r\n]*")
-_GAP = re.compile(r"[ \t\r\n]*[,;]?[ \t\r\n]*")
-_INLINE_GAP = re.compile(r"[ \t]*")
-_FENCE_HEAD = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n[ \t\r\n]*")
-_FUNCTION_TAG = re.compile(r"<function=([A-Za-z_][\w.:-]{0,63})>")
-_FUNCTION_PARTIAL = re.compile(r"<(?:f(?:u(?:n(?:c(?:t(?:i(?:o(?:n(?:=(?:[A-Za-z_][\w.:-]{0,63})?)?)?)?)?)?)?)?)?)?\Z")
-_MISTRAL_NAME = re.compile(r"([A-Za-z_][\w.-]{0,63})[ \t]*(?:\[CALL_ID\][^\[\]\n]{0,64})?(\[ARGS\])?[ \t\r\n]*")
 
 
 class _State(IntEnum):
@@ -61,24 +51,6 @@ class _State(IntEnum):
     DONE = auto()
 
 
-@dataclass(slots=True)
-class _Group:
-    """One foreign block: its opener as written, its closer, and what it has produced so far."""
-
-    kind: str  # the syntax, reported as the repair ``foreign_<kind>``
-    opener: str = ""
-    closer: str | None = None
-    fenced: bool = False
-    wrapped: bool = False  # an unmistakable wrapper: a broken call in it is Malformed, not text
-    name: str | None = None  # the tool name an args-only value is for (Mistral, <function=NAME>)
-    calls: int = 0  # calls made from this group
-    gap: str = ""  # separators held before the next value
-    around: bool = False  # only follows a call of the wrapped parser: what it holds at the end is text
-    inline: bool = False  # a bare value after prose on its line: a call only if its line ends after it
-    tag: str = ""  # morph_xml: the tool name the element is named after
-    ends: tuple[str, ...] = ()  # what ends an XML block
-
-
 class ForeignCalls:
     """Sans-IO recognizer of foreign call syntaxes in a Text stream; see the module docstring."""
 
@@ -88,12 +60,14 @@ class ForeignCalls:
         self._buf, self._i = "", 0  # undecided input from the cursor ``_i`` on
         self._prev = ""  # the input character before ``buf[0]`` (a backtick makes a marker a mention)
         self._resume = _State.PROSE  # where SKIP goes back to: PROSE, or FENCE inside a code fence
-        self._group: _Group | None = None
+        self._group: Group | None = None
         self._sc = ValueScanner()
         self._parts: list[str] = []  # the value's text consumed so far
         self._pending: tuple[list[Call], str, tuple[str, ...]] | None = None  # calls, raw, repairs
         self._blank_line = True  # only blanks were released since the last newline
         self._held = 0  # characters of the XML block held so far
+        # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
+        self._tag_seconds = frozenset("tfjr|").union(name[:1] for name in calls.tools.tools)
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.FENCE: self._step_fence,
@@ -102,11 +76,21 @@ class ForeignCalls:
             _State.SKIP: self._step_skip,
             _State.XML: self._step_xml,
             _State.AFTER: self._step_after,
+            _State.DONE: lambda: False,
         }
 
     @property
     def done(self) -> bool:
         return self._state is _State.DONE
+
+    def plain(self, text: str) -> bool:
+        """Text that cannot start or continue a foreign block, seen in prose with nothing held: noted as
+        released without going through the buffer (the caller passes it on as it is); False otherwise."""
+        if self._state is not _State.PROSE or self._i < len(self._buf) or TRIGGER.search(text) is not None:
+            return False
+        self._note(text)
+        self._buf, self._i, self._prev = "", 0, text[-1]
+        return True
 
     def feed(self, text: str) -> None:
         """Consume Text the wrapped parser emitted; events go to the shared buffer."""
@@ -115,7 +99,8 @@ class ForeignCalls:
         if self._i:
             self._prev, self._buf = self._buf[self._i - 1], self._buf[self._i :]
         self._buf, self._i = self._buf + text, 0
-        while not self.done and self._steps[self._state]():
+        steps = self._steps
+        while steps[self._state]():
             pass
 
     def close(self, finish: FinishReason) -> None:
@@ -162,7 +147,7 @@ class ForeignCalls:
         else:
             self._emit(self._rest())
         if call and not self.done:
-            self._group, self._state = _Group("json", calls=1, around=True), _State.AFTER
+            self._group, self._state = Group("json", calls=1, around=True), _State.AFTER
 
     # ---- text ------------------------------------------------------------------------------
 
@@ -174,10 +159,15 @@ class ForeignCalls:
     def _emit(self, text: str) -> None:
         if text:
             self._out.text(Text, text)
-            nl = text.rfind("\n")
-            tail = text[nl + 1 :]
-            blank = not tail.strip(" \t\r")
-            self._blank_line = blank if nl >= 0 else self._blank_line and blank
+            self._note(text)
+
+    def _note(self, text: str) -> None:
+        """Released text: whether the line it ends in is blank so far."""
+        nl = text.rfind("\n")
+        if nl >= 0:
+            self._blank_line = not text[nl + 1 :].strip(" \t\r")
+        elif self._blank_line:
+            self._blank_line = not text.strip(" \t\r")
 
     def _release(self, tail: str) -> None:
         """The group is not a call after all: its opener and ``tail`` are text, as written."""
@@ -188,29 +178,43 @@ class ForeignCalls:
     # ---- prose -----------------------------------------------------------------------------
 
     def _step_prose(self) -> bool:
-        s, i = self._buf, self._i
-        while (m := _TRIGGER.search(s, i)) is not None:
-            p = m.start()
-            self._emit(s[i:p])
-            self._i = i = p
+        s, start = self._buf, self._i
+        i = start
+        while (m := TRIGGER.search(s, i)) is not None:
+            p = i = m.start()
             mention = (s[p - 1] if p else self._prev) == "`" and s[p] != "`"
-            verdict = False if mention else self._open(p)
-            if verdict is None:
-                return False
-            if verdict:
-                return True
-            self._emit(s[p])
-            self._i = i = p + 1
-        self._emit(s[i:])
+            if not mention and self._may_open(s, p):
+                self._emit(s[start:p])
+                self._i = start = p
+                verdict = self._open(p)
+                if verdict is None:
+                    return False
+                if verdict:
+                    return True
+            i += 1
+        self._emit(s[start:])
         self._i = len(s)
         return False
+
+    def _may_open(self, s: str, p: int) -> bool:
+        """A cheap look at the character after a trigger: False when no opener can start at ``p``."""
+        if p + 1 >= len(s):
+            return True
+        c, after = s[p], s[p + 1]
+        if c == "<":
+            return after in self._tag_seconds
+        if c == "[":
+            return after in "T{ \t\r\n"
+        if c == "`":
+            return after == "`"
+        return True
 
     def _open(self, p: int) -> bool | None:
         """Whether ``buf[p]`` opens a foreign syntax (state changed); None: undecided yet."""
         s = self._buf
         c = s[p]
         if c == "{":
-            return self._begin(_Group("json", inline=not self._blank_line), p, p)
+            return self._begin(Group("json", inline=not self._blank_line), p, p)
         if c == "[":
             return self._open_bracket(s, p)
         if c == "<":
@@ -219,70 +223,71 @@ class ForeignCalls:
 
     def _open_bracket(self, s: str, p: int) -> bool | None:
         if s.startswith(MISTRAL, p):
-            return self._begin(_Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
+            return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
         if partial(s, p, (MISTRAL,)):
             return None
-        k = _BLANKS.match(s, p + 1).end()  # type: ignore[union-attr]
-        if k - p > _GAP_CAP:
+        k = BLANKS.match(s, p + 1).end()  # type: ignore[union-attr]
+        if k - p > GAP_CAP:
             return False
         if k == len(s):
             return None
-        return self._begin(_Group("json", inline=not self._blank_line), p, p) if s[k] == "{" else False
+        return self._begin(Group("json", inline=not self._blank_line), p, p) if s[k] == "{" else False
 
     def _open_tag(self, s: str, p: int) -> bool | None:
+        if p + 1 < len(s) and s[p + 1] not in self._tag_seconds:
+            return False
         for tag, closer in TAGS.items():
             if s.startswith(tag, p):
-                group = _Group(tag.strip("<>|"), closer=closer, wrapped=True)
+                group = Group(tag.strip("<>|"), closer=closer, wrapped=True)
                 return self._begin(group, p, p + len(tag), head=True)
-        m = _FUNCTION_TAG.match(s, p)
+        m = FUNCTION_TAG.match(s, p)
         if m is not None:
             if self._calls.resolve(m.group(1)) is None:
                 return False
-            group = _Group("function_tag", closer=_FUNCTION_CLOSE, wrapped=True, name=m.group(1))
+            group = Group("function_tag", closer=FUNCTION_CLOSE, wrapped=True, name=m.group(1))
             return self._begin(group, p, m.end(), head=True)
         tools = self._calls.tools.tools
         morph = morph_tag(s, p, tools)
         if morph is not None:
-            group = _Group("morph_xml", wrapped=True, tag=morph[0], ends=(f"</{morph[0]}>",))
+            group = Group("morph_xml", wrapped=True, tag=morph[0], ends=(f"</{morph[0]}>",))
             if not morph[2]:
                 return self._begin(group, p, morph[1], head=True)
             self._group, self._i = group, morph[1]
             self._finish_xml(s[p : morph[1]])
             return True
-        at_end = len(s) - p < _OPENER_WINDOW
-        if at_end and (_FUNCTION_PARTIAL.match(s, p) or any(t.startswith(s[p:]) for t in TAGS)):
+        at_end = len(s) - p < OPENER_WINDOW
+        if at_end and (FUNCTION_PARTIAL.match(s, p) or any(t.startswith(s[p:]) for t in TAGS)):
             return None
         return None if at_end and morph_partial(s, p, tools) else False
 
     def _open_fence(self, s: str, p: int) -> bool | None:
-        window = s[p : p + _OPENER_WINDOW]
-        if not window.startswith(_FENCE):
-            return None if _FENCE.startswith(window) else False
-        m = _FENCE_HEAD.match(window)
-        if m is None or m.end() == len(window):
-            if len(window) < _OPENER_WINDOW and (m is not None or "\n" not in window):
-                return None
-        elif m.group(1).lower() in _FENCE_LANGS and window[m.end()] in "{[":
-            return self._begin(_Group("fence", closer=_FENCE, fenced=True), p, p + m.end())
-        self._emit(_FENCE)
-        self._i, self._state = p + len(_FENCE), _State.FENCE
+        window = s[p : p + OPENER_WINDOW]
+        if not window.startswith(FENCE):
+            return None if FENCE.startswith(window) else False
+        at = fence_start(window)
+        if at is None:
+            return None
+        if at >= 0:
+            return self._begin(Group("fence", closer=FENCE, fenced=True), p, p + at)
+        self._emit(FENCE)
+        self._i, self._state = p + len(FENCE), _State.FENCE
         return True
 
     def _step_fence(self) -> bool:
         s, i = self._buf, self._i
-        q = s.find(_FENCE, i)
+        q = s.find(FENCE, i)
         if q < 0:
             keep = 2 if s.endswith("``") else 1 if s.endswith("`") else 0
             self._emit(s[i : len(s) - keep])
             self._i = len(s) - keep
             return False
-        self._emit(s[i : q + len(_FENCE)])
-        self._i, self._state = q + len(_FENCE), _State.PROSE
+        self._emit(s[i : q + len(FENCE)])
+        self._i, self._state = q + len(FENCE), _State.PROSE
         return True
 
     # ---- a group -----------------------------------------------------------------------------
 
-    def _begin(self, group: _Group, p: int, q: int, head: bool = False) -> bool:
+    def _begin(self, group: Group, p: int, q: int, head: bool = False) -> bool:
         """A group opens at ``buf[p]``; its opener is ``buf[p:q]``; HEAD next, or the value at ``q``."""
         group.opener = self._buf[p:q]
         self._group, self._i = group, q
@@ -299,13 +304,13 @@ class ForeignCalls:
     def _step_head(self) -> bool:
         group, s = self._group, self._buf
         assert group is not None
-        k = _BLANKS.match(s, self._i).end()  # type: ignore[union-attr]
+        k = BLANKS.match(s, self._i).end()  # type: ignore[union-attr]
         if self._too_long(k):
             return self._not_a_call(k)
         if k == len(s):
             return False
         if group.kind == "mistral" and group.name is None and s[k] not in "{[":
-            m = _MISTRAL_NAME.match(s, k)
+            m = MISTRAL_NAME.match(s, k)
             if m is None or self._too_long(m.end()):
                 return self._not_a_call(k)
             if m.end() == len(s) or (not m.group(2) and partial(s, m.end(), ("[ARGS]", "[CALL_ID]"))):
@@ -328,7 +333,7 @@ class ForeignCalls:
         self._start_value()
         return True
 
-    def _xml_head(self, group: _Group, s: str, k: int) -> bool | None:
+    def _xml_head(self, group: Group, s: str, k: int) -> bool | None:
         """Whether an XML block starts at ``k`` after the opener (kind, ends and closer set); None: wait."""
         if group.kind == "morph_xml":
             return morph_body(s, k, group.tag)
@@ -382,7 +387,7 @@ class ForeignCalls:
     def _too_long(self, k: int) -> bool:
         """Whether the opener read up to ``k`` is past the window an opener is decided in."""
         group = self._group
-        return group is not None and len(group.opener) + k - self._i > _OPENER_WINDOW
+        return group is not None and len(group.opener) + k - self._i > OPENER_WINDOW
 
     def _not_a_call(self, k: int) -> bool:
         """What followed the opener is no call: the opener is text (what follows is prose again)."""
@@ -479,8 +484,8 @@ class ForeignCalls:
         """After a call written inside a line of prose: whether only blanks, a separator or a next call
         follow on its line (it is a call); False: prose follows (it is a mention); None: undecided."""
         s, i = self._buf, self._i
-        k = _INLINE_GAP.match(s, i).end()  # type: ignore[union-attr]
-        if k - i > _GAP_CAP:
+        k = INLINE_GAP.match(s, i).end()  # type: ignore[union-attr]
+        if k - i > GAP_CAP:
             return False
         if k == len(s):
             return None
@@ -499,8 +504,8 @@ class ForeignCalls:
                 return self._end_group(i)
             self._commit()
             return True
-        k = _GAP.match(s, i).end()  # type: ignore[union-attr]
-        if k - i > _GAP_CAP:
+        k = GAP.match(s, i).end()  # type: ignore[union-attr]
+        if k - i > GAP_CAP:
             return self._end_group(i)
         if k == len(s):
             return False
@@ -515,7 +520,7 @@ class ForeignCalls:
         closer = group.closer
         if closer is not None:
             if s.startswith(closer, k):  # the block ends; blanks after it are held as after a call
-                self._group, self._i = _Group("json", calls=group.calls), k + len(closer)
+                self._group, self._i = Group("json", calls=group.calls), k + len(closer)
                 return True
             if len(s) - k < len(closer) and closer.startswith(s[k:]):
                 return False

@@ -49,7 +49,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ._calls import CallSlots
-from ._foreign import BLOCK_CAP, HOLD_CAP, ForeignCalls
+from ._foreign import ForeignCalls
+from ._foreign_open import BLOCK_CAP, HOLD_CAP
 from ._text import EventBuffer
 from .base import (
     Event,
@@ -84,7 +85,10 @@ class LenientParser:
     def feed(self, text: str) -> list[Event]:
         if self._done or not text:
             return []
-        self._relay(self._primary.feed(text))
+        events = self._primary.feed(text)
+        if len(events) == 1 and type(events[0]) is Text and self._foreign.plain(events[0].text):
+            return events  # the common case in prose: nothing to recognise, nothing held
+        self._relay(events)
         return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
