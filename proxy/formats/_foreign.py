@@ -83,10 +83,20 @@ class ForeignCalls:
     def done(self) -> bool:
         return self._state is _State.DONE
 
+    @property
+    def idle(self) -> bool:
+        """Nothing held and no block open: another event of the wrapped parser's call changes nothing."""
+        return self._i == len(self._buf) and self._pending is None and self._state in (_State.PROSE, _State.AFTER)
+
     def plain(self, text: str) -> bool:
         """Text that cannot start or continue a foreign block, seen in prose with nothing held: noted as
         released without going through the buffer (the caller passes it on as it is); False otherwise."""
-        if self._state is not _State.PROSE or self._i < len(self._buf) or TRIGGER.search(text) is not None:
+        if self._i < len(self._buf):
+            return False
+        if self._state is _State.PROSE:
+            if TRIGGER.search(text) is not None:
+                return False
+        elif self._state is not _State.FENCE or "`" in text:  # in a code fence only its end matters
             return False
         self._note(text)
         self._buf, self._i, self._prev = "", 0, text[-1]

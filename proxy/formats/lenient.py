@@ -86,8 +86,15 @@ class LenientParser:
         if self._done or not text:
             return []
         events = self._primary.feed(text)
-        if len(events) == 1 and type(events[0]) is Text and self._foreign.plain(events[0].text):
-            return events  # the common case in prose: nothing to recognise, nothing held
+        if len(events) == 1:  # the common cases: a piece of prose, a piece of a call's arguments
+            event = events[0]
+            if type(event) is Text and self._foreign.plain(event.text):
+                return events
+            if type(event) is ToolCallArgs and self._index.get(event.index) == event.index and self._foreign.idle:
+                self._streamed.add(event.index)
+                return events
+        elif not events:
+            return events
         self._relay(events)
         return self._out.take()
 
@@ -129,9 +136,10 @@ class LenientParser:
             self._out.push(SecondToolStarted(self._calls.count))
             self._done = True
         elif isinstance(event, ToolCallArgs | ToolCallEnd):
-            if event.index in self._index:
+            index = self._index.get(event.index)
+            if index is not None:
                 self._streamed.add(event.index)
-                self._out.push(replace(event, index=self._index[event.index]))
+                self._out.push(event if index == event.index else replace(event, index=index))
         elif isinstance(event, Malformed):
             self._malformed(event)
 
