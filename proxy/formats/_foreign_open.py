@@ -23,6 +23,7 @@ TAGS: dict[str, str | None] = {
     "<json>": "</json>",
     "<response>": "</response>",
     "<|python_tag|>": None,
+    "<|tool_call|>": None,
 }
 FUNCTION_CLOSE = "</function>"
 FENCE = "```"

@@ -8,13 +8,23 @@ of the common foreign syntaxes (all other events pass through, renumbered)::
     [{"name": ...}, {"name": ...}]   {"tool_calls": [{"function": {...}}]}   {...}; {...}   {...}\\n{...}
     ```json\\n{"name": ...}\\n```                                       a json / bare fence
     <tool_call>{...}</tool_call>   <function_call>, <tools>, <tool>, <json>, <response>, <tool_calls>,
-    <|python_tag|>{...}                                               wrappers around the same JSON
+    <|python_tag|>{...}   <|tool_call|>[...]                           wrappers around the same JSON
     [TOOL_CALLS] [{...}]   [TOOL_CALLS]get_weather[ARGS]{...}   [TOOL_CALLS]get_weather{...}   (Mistral)
     <function=get_weather>{"city": "Paris"}</function>               (Llama 3.1 custom)
+    <tool_call><function=get_weather><parameter=city>Paris</parameter></function></tool_call>   (qwen3_xml,
+                                                                      the wrapper optional)
+    <get_weather><city>Paris</city></get_weather>                     (morph_xml: an offered tool's name)
 
 ``parameters`` is read as ``arguments``; arguments may be an object or a JSON string. Only names of the
 request's tools count: JSON that names none, a fence holding other JSON, a wrapper around prose, all stay
-text exactly as written. A wrapper, fence or separator around a call never reaches content.
+text exactly as written. A wrapper, fence or separator around a call never reaches content. A bare call
+written inside a line of prose counts only when nothing but blanks, a separator or a next call follows
+it on its line (``Call it as {...} later.`` is a mention). The XML styles are decoded by their formats'
+own block decoders (``_foreign_xml``).
+
+A block the wrapped parser opened as its own but could not read (hermes' ``<tool_call>`` holding qwen3
+XML, qwen3_xml's ``<tool_call>`` holding JSON) is ``Malformed`` there; when foreign recognition reads
+that block's text as nothing but whole calls, those calls replace it (``rescue``).
 
 States of ``ForeignCalls`` (one ``_step_*`` method each):
 
@@ -29,14 +39,20 @@ States of ``ForeignCalls`` (one ``_step_*`` method each):
   held to its end (at most ``BLOCK_CAP``) -> calls, then AFTER (or text / Malformed when it is not one).
 * SKIP: the rest of a value that is not a call (at most ``HOLD_CAP`` characters), as text, unscanned for
   calls: a call object nested in other JSON stays text -> PROSE.
+* XML: a qwen3_xml or morph_xml block, held until ``</function>`` / ``</tool_call>`` / ``</NAME>`` (at
+  most ``BLOCK_CAP``), decoded -> calls (or Malformed), then AFTER.
 * AFTER: separators (blanks, one ``,`` or ``;``), then the closing tag / fence (dropped), another value
-  (-> VALUE), ``[TOOL_CALLS]`` again (-> HEAD), or anything else -> PROSE (separators shown as text).
+  (-> VALUE), ``[TOOL_CALLS]`` again (-> HEAD), another ``<function=`` in a qwen3 wrapper (-> XML), or
+  anything else -> PROSE (separators shown as text; blanks before a ``<`` dropped). After a call written
+  inside a line of prose, AFTER first decides whether the line ends there (else the call is text).
 * DONE: after the cut (``SecondToolStarted``); input is ignored.
 
-Bounds of the hold-back (text not yet released): an opener prefix ``_OPENER_WINDOW`` (128) characters,
-an undecided value ``HOLD_CAP`` (4 KiB) characters, separators ``_GAP_CAP`` (64). A value known to be a call
-(its name read, an offered tool) is held until it ends, up to ``BLOCK_CAP`` (1 MiB), then released as
-text. Every character is scanned a bounded number of times: the work is linear.
+Bounds of the hold-back (text not yet released): an opener prefix ``OPENER_WINDOW`` (128) characters,
+an undecided value ``HOLD_CAP`` (4 KiB) characters, separators ``GAP_CAP`` (64). A value known to be a call
+(its name read, an offered tool) or an XML block is held until it ends, up to ``BLOCK_CAP`` (64 MiB),
+then released as text (an XML block: Malformed). Every character is scanned a bounded number of times
+(the cursor never moves back): the work is linear. Prose with no trigger character, and argument text
+of the wrapped parser's calls, pass through without being buffered.
 
 Non-Text events of the wrapped parser are boundaries: what is held is decided as at a cut-off output,
 then the event passes. The call indexes, the ``max_calls`` cut and finishing calls go through one
