@@ -179,11 +179,12 @@ def _value(item: _Node | str, schema: Any) -> Any:
         if text.lower() == "null" and kinds:
             return None
         return _scalar_value(text, schema)
+    items = schema.get("items") if isinstance(schema, Mapping) else None
+    all_items = all(name == "item" for name, _ in item.children)
     if "array" in kinds and "object" not in kinds:
-        items = schema.get("items") if isinstance(schema, Mapping) else None
-        if all(name == "item" for name, _ in item.children):
-            return [_value(child, items) for _, child in item.children]
-        return [_object(item.children, items)]
+        return [_value(child, items) for _, child in item.children] if all_items else [_object(item.children, items)]
+    if all_items and "object" not in kinds:  # <item> children of an untyped element: the AI SDK's array shape
+        return [_value(child, items) for _, child in item.children]
     return _object(item.children, schema)
 
 
