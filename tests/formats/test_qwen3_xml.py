@@ -48,8 +48,11 @@ TYPED = ToolSpec(
             "obj_param": {"type": "object"},
             "null_param": {"type": ["integer", "null"]},
             "null_text": {"type": "string"},
+            "null_required": {"type": "integer"},
+            "null_optional": {"type": "integer"},
             "untyped": {},
         },
+        "required": ["null_required"],
     },
 )
 
@@ -73,6 +76,8 @@ def test_decoder_types_values_by_schema() -> None:
         obj_param='{"key": "value"}',
         null_param="null",
         null_text="null",
+        null_required="null",
+        null_optional="NULL",
         untyped="[1, 2]",
     )
     assert decode_qwen3_block(text, [TYPED]) == [
@@ -87,7 +92,8 @@ def test_decoder_types_values_by_schema() -> None:
                 "obj_param": '{"key": "value"}',
                 "null_param": None,
                 "null_text": "null",  # a string parameter keeps the word
-                "untyped": [1, 2],
+                "null_required": None,  # finalize_call's validation then names the problem
+                "untyped": [1, 2],  # null_optional: left out, the model means "not given"
             },
         )
     ]
