@@ -100,9 +100,18 @@ def test_decoder_types_values_by_schema() -> None:
 
 
 def test_decoder_through_the_parser_gives_typed_json() -> None:
-    text = block("test_types", int_param="42", float_param="3.14", bool_param="True", obj_param="{'key': None}")
+    text = block(
+        "test_types",
+        int_param="42",
+        float_param="3.14",
+        bool_param="True",
+        obj_param="{'key': None}",
+        null_required="7",
+    )
     (end,) = only(parse(text, tools=[TYPED]), ToolCallEnd)
-    assert end.arguments == '{"int_param":42,"float_param":3.14,"bool_param":true,"obj_param":{"key":null}}'
+    assert end.arguments == (
+        '{"int_param":42,"float_param":3.14,"bool_param":true,"obj_param":{"key":null},"null_required":7}'
+    )
     assert end.repairs == ("single_quotes", "python_literals")  # reading text by the schema is no repair
 
 
