@@ -97,7 +97,8 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     if choice.mode == "none":
         offered = []
     max_calls = rule.call_limit(turn.parallel_allowed)
-    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages)))
+    tool_names = [t.name for t in turn.tools]
+    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
     if offered:
         instructions = fmt.render_tools(offered, choice, max_calls > 1)
         if turn.has_tool_results:

@@ -39,9 +39,33 @@ MAX_NAME = 100
 RESPONSE = "<tool_response"
 # A tag without attributes: <name>, </name>, <name/> (blanks before > allowed). Linear: no nested quantifiers.
 TAG = re.compile(rf"<(/?)([A-Za-z_][\w.:-]{{0,{MAX_NAME - 1}}})[ \t]*(/?)>")
+CLOSE_TAG = re.compile(rf"</([A-Za-z_][\w.:-]{{0,{MAX_NAME - 1}}})[ \t]*>")
 
 Call = tuple[str, dict[str, Any]]
 _ABSENT = object()  # an empty element of a number/boolean/null parameter: left out, as if not written
+
+
+class _Closers:
+    """Every closing tag of a body, found in one pass, by name: the next ``</name>`` after a cursor that only
+    moves forward is then amortized O(1), however many distinct names a body opens and leaves open."""
+
+    __slots__ = ("_at", "_length", "_next")
+
+    def __init__(self, body: str) -> None:
+        self._length = len(body)
+        self._at: dict[str, list[tuple[int, int]]] = {}
+        for match in CLOSE_TAG.finditer(body):
+            self._at.setdefault(match.group(1), []).append((match.start(), match.end()))
+        self._next: dict[str, int] = {}
+
+    def next(self, name: str, pos: int) -> tuple[int, int]:
+        """``(start, end)`` of the first ``</name>`` at or after ``pos``; ``(len, len)`` when there is none."""
+        found = self._at.get(name, ())
+        i = self._next.get(name, 0)
+        while i < len(found) and found[i][0] < pos:
+            i += 1
+        self._next[name] = i
+        return found[i] if i < len(found) else (self._length, self._length)
 
 
 @dataclass(slots=True)
@@ -85,6 +109,7 @@ def _parse(body: str, schema: Any) -> _Node:
     root = _Node("", schema)
     stack = [root]
     find = _Finder(body)
+    closers = _Closers(body)
     pos = 0
     while pos < len(body):
         top = stack[-1]
@@ -106,11 +131,13 @@ def _parse(body: str, schema: Any) -> _Node:
         child_schema = _child_schema(top.schema, name)
         if self_closing:
             top.children.append((name, _Node(name, child_schema)))
-        elif "string" in _types(child_schema) or len(stack) > MAX_DEPTH:
-            end = find.next(f"</{name}>", pos)
-            parent_end = find.next(f"</{top.name}>", pos) if top.name else end
+        elif len(stack) > MAX_DEPTH:
+            top.text.append(match.group())  # too deep to be arguments: text
+        elif "string" in _types(child_schema):
+            end, after = closers.next(name, pos)
+            parent_end = closers.next(top.name, pos)[0] if top.name else end
             top.children.append((name, body[pos : min(end, parent_end)]))
-            pos = end + len(name) + 3 if end <= parent_end else parent_end  # left open: it ends with its parent
+            pos = after if end <= parent_end else parent_end  # left open: it ends with its parent
         else:
             node = _Node(name, child_schema)
             top.children.append((name, node))
@@ -152,11 +179,12 @@ def _value(item: _Node | str, schema: Any) -> Any:
         if text.lower() == "null" and kinds:
             return None
         return _scalar_value(text, schema)
+    items = schema.get("items") if isinstance(schema, Mapping) else None
+    all_items = all(name == "item" for name, _ in item.children)
     if "array" in kinds and "object" not in kinds:
-        items = schema.get("items") if isinstance(schema, Mapping) else None
-        if all(name == "item" for name, _ in item.children):
-            return [_value(child, items) for _, child in item.children]
-        return [_object(item.children, items)]
+        return [_value(child, items) for _, child in item.children] if all_items else [_object(item.children, items)]
+    if all_items and "object" not in kinds:  # <item> children of an untyped element: the AI SDK's array shape
+        return [_value(child, items) for _, child in item.children]
     return _object(item.children, schema)
 
 

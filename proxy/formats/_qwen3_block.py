@@ -103,6 +103,7 @@ def _read_params(text: str, find: _Finder, pos: int) -> tuple[list[tuple[str, st
             pos = start + len(PARAM)
             continue
         key, value_start = named
+        key = key.strip("\"'`")  # <parameter="city">: the quotes are no part of the name
         value_end = _value_end(text, find, value_start)
         params.append((key, trim_value(text[value_start:value_end])))
         pos = value_end + len(PARAM_END) if text.startswith(PARAM_END, value_end) else value_end

@@ -90,15 +90,29 @@ def _convert_alias(text: str, kind: str) -> Any:
 def typed_arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) -> dict[str, Any]:
     """Params by name, as handed to ``finalize_call`` (a name given more than once makes an array).
 
-    ``null`` is None for any non-string parameter; alias-typed values are converted; the rest follows
+    ``null`` is None for any non-string parameter that may be null or is required (an optional one that may
+    not be null is left out: the model means "not given"); alias-typed values are converted; the rest follows
     ``_xml_render.read_arguments`` (typed values stay text, untyped ones are read as JSON when they look
     like a number/boolean/object/array).
     """
     arguments = read_arguments(params, schema)
-    for name, value in arguments.items():
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
+    for name, value in list(arguments.items()):
         prop = param_schema(schema, name)
         if isinstance(value, str) and value.strip().lower() == "null" and not _is_string(prop):
-            arguments[name] = None
+            if _allows_null(prop) or name in required:
+                arguments[name] = None
+            else:  # an optional parameter that cannot be null: the model means "not given"
+                del arguments[name]
         elif isinstance(value, str) and (kind := _alias(prop)) is not None:
             arguments[name] = _convert_alias(value, kind)
     return arguments
+
+
+def _allows_null(schema: Any) -> bool:
+    """Whether a parameter's schema lets it be null (or says nothing about its type)."""
+    if not isinstance(schema, Mapping) or "type" not in schema:
+        return True
+    kind = schema["type"]
+    return kind == "null" or (isinstance(kind, list) and "null" in kind)

@@ -34,13 +34,14 @@ parameter elements stands in it (then it was prose mentioning the tag: Malformed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, render_calls
 from ._prompt import choice_instruction, describe_tools
-from ._tagprose import THINK, THINK_END, TagProse
+from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
 from .base import Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
@@ -73,6 +74,7 @@ class MorphXmlParser:
         self._open_tag = ""
         self._close_tag = ""
         self._depth = 0
+        self._tags = re.compile("(?!)")  # the open element's opening and closing tags
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.THINK: self._step_think,
@@ -127,6 +129,7 @@ class MorphXmlParser:
             name = self._opens[marker]
             self._calls.start(name)
             self._raw, self._open_tag, self._close_tag, self._depth = [marker], marker, f"</{name}>", 1
+            self._tags = re.compile(f"{re.escape(marker)}|{re.escape(self._close_tag)}")
             self._state = _State.BODY
         return True
 
@@ -140,27 +143,21 @@ class MorphXmlParser:
 
     def _step_body(self) -> bool:
         buf, pos = self._buf, self._pos
-        opening, closing = self._open_tag, self._close_tag
+        closing = self._close_tag
         while True:
-            lt = buf.find("<", pos)
-            if lt == -1:
-                self._take(len(buf))
+            match = self._tags.search(buf, pos)
+            if match is None:
+                self._take(len(buf) - held_back(buf, pos, (self._open_tag, closing), len(closing)))
                 return False
-            if buf.startswith(closing, lt):
-                self._depth -= 1
-                pos = lt + len(closing)
-                if not self._depth:
-                    self._take(pos)
-                    self._finish("".join(self._raw), closed=True)
-                    return True
-            elif buf.startswith(opening, lt):
+            pos = match.end()
+            if match.group() != closing:
                 self._depth += 1
-                pos = lt + len(opening)
-            elif len(buf) - lt < len(closing) and (closing.startswith(buf[lt:]) or opening.startswith(buf[lt:])):
-                self._take(lt)
-                return False
-            else:
-                pos = lt + 1
+                continue
+            self._depth -= 1
+            if not self._depth:
+                self._take(pos)
+                self._finish("".join(self._raw), closed=True)
+                return True
 
     def _take(self, end: int) -> None:
         self._raw.append(self._buf[self._pos : end])

@@ -68,7 +68,7 @@ from ._qwen3_block import (
     example_call,
     render_calls,
 )
-from ._tagprose import THINK, THINK_END, TagProse
+from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
 from .base import Event, FinishReason, Malformed, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
@@ -76,6 +76,7 @@ _STOP = "<tool_response"
 _PROSE_MARKERS = (OPEN, CLOSE, FUNCTION, FUNCTION_END, PARAM, PARAM_END, _STOP)
 _BODY_MARKERS = (PARAM, PARAM_END, FUNCTION_END, CLOSE, FUNCTION, OPEN)
 _BODY_LONGEST = max(map(len, _BODY_MARKERS))
+_BODY_RE = re.compile("|".join(map(re.escape, _BODY_MARKERS)))  # literal alternatives: no backtracking
 _WRAPPER_MARKERS = (FUNCTION, CLOSE)
 _NAME_RE = re.compile(rf"[^<>\r\n]{{0,{MAX_NAME + 1}}}")
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
@@ -138,8 +139,6 @@ class Qwen3XmlParser:
             self._prose.flush(rest)
         elif state is _State.THINK:
             self._prose.think(rest + THINK_END, 0)
-        elif state is _State.STRAY_TAG:
-            self._prose.emit(rest)  # a name with no "<" in it: the tag never closed, its text stays
         elif state is _State.FUNC_TAG:
             self._out.push(Malformed(FUNCTION + rest, "unfinished function tag"))
         elif state is _State.WRAPPER and not self._wrapper_calls:
@@ -266,17 +265,11 @@ class Qwen3XmlParser:
     def _step_function(self) -> bool:
         buf, pos = self._buf, self._pos
         while True:
-            lt = buf.find("<", pos)
-            if lt == -1:
-                self._take(len(buf))
+            match = _BODY_RE.search(buf, pos)
+            if match is None:
+                self._take(len(buf) - held_back(buf, pos, _BODY_MARKERS, _BODY_LONGEST))
                 return False
-            marker = next((m for m in _BODY_MARKERS if buf.startswith(m, lt)), None)
-            if marker is None:
-                if len(buf) - lt < _BODY_LONGEST and any(m.startswith(buf[lt:]) for m in _BODY_MARKERS):
-                    self._take(lt)
-                    return False
-                pos = lt + 1
-                continue
+            marker, lt = match.group(), match.start()
             if self._in_value and marker != PARAM_END and (marker not in LINE_STOPS or not self._line_start(lt)):
                 pos = lt + len(marker)  # the value's own text
             elif marker in (PARAM, PARAM_END):
