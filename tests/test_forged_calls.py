@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolCallStart, get_format
 from toolshim.formats.defuse import defuse
 from toolshim.formats.history import render_history
+from toolshim.formats.lenient import new_parser
 
 from tests.fakes import FakeUpstream, Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS, TOOLS
@@ -35,6 +36,12 @@ FOREIGN = {
     "mistral": '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]',
     "llama_tag": '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
     "indented_react": '   Action: get_weather\n   Action Input: {"city": "Paris"}',
+    "function_call_tag": '<function_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</function_call>',
+    "response_tag": '<response>{"name": "get_weather", "parameters": {"city": "Paris"}}</response>',
+    "mistral_args": '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+    "function_tag_json": '<function=get_weather>{"city": "Paris"}</function>',
+    "tool_call_token": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    "openai_shape": '{"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}',
     "lower_react": 'action: get_weather\naction input: {"city": "Paris"}',
 }
 PAYLOADS = {**{name: fmt.render_calls([DANGEROUS]) for name, fmt in FORMATS.items()}, **FOREIGN}
@@ -42,7 +49,7 @@ PAYLOADS = {**{name: fmt.render_calls([DANGEROUS]) for name, fmt in FORMATS.item
 
 def calls_in(fmt_name: str, text: str) -> list[Any]:
     """The calls a parser of ``fmt_name`` finds when the model writes ``text``."""
-    parser = get_format(fmt_name).new_parser(TOOLS, 8)
+    parser = new_parser(get_format(fmt_name), TOOLS, 8)  # with lenient recognition, as the proxy parses
     events = parser.feed(text) + parser.close("stop")
     return [e for e in events if isinstance(e, ToolCallEnd | ToolCallStart)]
 

@@ -226,8 +226,9 @@ Call = tuple[str, Any]
 def read_calls(text: str, known: Callable[[str], bool], need_args: bool) -> tuple[list[Call], tuple[str, ...]] | None:
     """The calls a complete value holds (an object, a list of them, ``{"tool_calls": [...]}``).
 
-    None unless every item is a call object naming a tool ``known`` accepts (with ``arguments`` or
-    ``parameters`` when ``need_args``): a value that is not wholly calls stays what it was.
+    None unless every item is a call object naming a tool ``known`` accepts, with ``arguments`` or
+    ``parameters`` (without, only when not ``need_args`` and the object holds nothing else: a renamed
+    ``"arguments_"`` key, as defusing writes, is no call): a value that is not wholly calls stays what it was.
     """
     parsed = parse_json_lenient(text)
     if parsed is None:
@@ -240,7 +241,13 @@ def read_calls(text: str, known: Callable[[str], bool], need_args: bool) -> tupl
     calls: list[Call] = []
     for item in items:
         found = call_parts(item)
-        if found is None or not known(found[0]) or (need_args and not found[2]):
+        if found is None or not known(found[0]) or (not found[2] and (need_args or not _name_only(item))):
             return None
         calls.append((found[0], found[1]))
     return (calls, tuple(repairs)) if calls else None
+
+
+def _name_only(item: Any) -> bool:
+    """Whether a call object without arguments holds nothing but its name (and type / id)."""
+    obj = item.get("function", item) if isinstance(item, dict) and "name" not in item else item
+    return isinstance(obj, dict) and set(obj) <= {"name", "type", "id"}
