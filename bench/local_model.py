@@ -3,16 +3,18 @@
 ``python bench/local_model.py`` starts the llama.cpp server (Qwen2.5-Coder-0.5B-Instruct unless
 ``--model smollm``) and a toolshim with one rule per emulated format, then sends 20 varied
 single-tool prompts at temperature 0 (six tools offered each time) through toolshim in each
-format (hermes, react, xml, caret), and once straight to the model server with native ``tools``
+format (hermes, react, xml, caret, qwen3_xml, morph_xml), and once straight to the model server with native ``tools``
 and ``tool_choice: "auto"``. Per mode it prints:
 
 * correct: the answer is a structured call to the expected tool whose arguments are valid
   against that tool's JSON Schema (``jsonschema``);
 * leaked: the visible content carries tool markup (``<tool_call``, ``Action:``, ``<tool:``,
-  ``^^^``, or a ``{"name": ...`` call object, however spaced);
+  ``^^^``, ``<function=``, ``<parameter=``, a tag named after an offered tool, or a ``{"name": ...``
+  call object, however spaced);
 * median latency of the whole request.
 
 Non-streaming requests, one at a time (the server generates one request at a time anyway).
+``--modes qwen3_xml,morph_xml`` runs a subset (``native`` is the direct mode).
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ if str(ROOT) not in sys.path:  # `python bench/local_model.py` puts bench/ on th
 
 from scripts import local_stack  # noqa: E402
 
-FORMATS = ("hermes", "react", "xml", "caret")
-# Tool markup of every format, and a JSON call object however it is spaced (linear regex, no nesting).
-MARKUP = re.compile(r'</?tool_call|Action( Input)?:|</?tool:|\^\^\^|\{\s*"name"\s*:')
+FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml")
 SYSTEM = "You are a helpful assistant. Use a tool when it can answer the question."
 
 
@@ -96,6 +96,13 @@ TOOLS = [
     ),
 ]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+# Tool markup of every format (morph_xml's: a tag named after a tool), and a JSON call object however it is
+# spaced (linear regex, no nesting).
+MARKUP = re.compile(
+    r'</?tool_call|Action( Input)?:|</?tool:|\^\^\^|<function=|<parameter=|\{\s*"name"\s*:|</?(?:'
+    + "|".join(SCHEMAS)
+    + r")\s*/?>"
+)
 
 PROMPTS: list[tuple[str, str]] = [
     ("What's the weather like in Berlin today?", "get_weather"),

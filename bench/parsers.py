@@ -7,9 +7,14 @@ the time ratio for a 10x longer output (linear parsers stay near 10x). The same 
 streams ~1 MB of prose with no call, times ``finalize_call`` on 1 MB arguments, clean and
 needing repairs, and times the pathological outputs and arguments of ``tests/formats/work.py``.
 
+Lenient recognition (on by default: ``formats/lenient.py``) gets the same table for every format with the
+recognizer in front, and a table of ~1 MB calls written in each foreign syntax (under ``react``), with the
+time ratio for a 10x longer one.
+
 These are the absolute figures; the unit tests only check that the work grows linearly.
 
-Plain script, no pytest: ``python bench/parsers.py [--size-mb 1] [--scale 10] [--chunk 20] [--adversarial 8]``.
+Plain script, no pytest:
+``python bench/parsers.py [--size-mb 1] [--scale 10] [--chunk 20] [--adversarial 8] [--no-lenient]``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolFormat
 from toolshim.formats._args import ToolIndex, finalize_call, parse_json_lenient
+from toolshim.formats.lenient import new_parser
 
 from tests.formats.tools import TOOLS
 from tests.formats.work import ADVERSARIAL_ARGUMENTS, ADVERSARIAL_OUTPUTS, adversarial_arguments, adversarial_output
@@ -76,10 +82,10 @@ def call_output(fmt: ToolFormat, size: int) -> tuple[str, str]:
     return "I'll write the whole module now.\n" + fmt.render_calls([record]) + "\n", content
 
 
-def stream_time(fmt: ToolFormat, text: str, chunk: int) -> tuple[float, list[ToolCallEnd]]:
+def stream_time(fmt: ToolFormat, text: str, chunk: int, lenient: bool = False) -> tuple[float, list[ToolCallEnd]]:
     """Seconds to feed ``text`` in ``chunk``-sized pieces and close; the calls it produced."""
     pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)]
-    parser = fmt.new_parser(TOOLS, max_calls=1)
+    parser = new_parser(fmt, TOOLS, 1, lenient)
     ends: list[ToolCallEnd] = []
     start = time.perf_counter()
     for piece in pieces:
@@ -88,19 +94,19 @@ def stream_time(fmt: ToolFormat, text: str, chunk: int) -> tuple[float, list[Too
     return time.perf_counter() - start, ends
 
 
-def bench_format(fmt: ToolFormat, size: int, scale: int, chunk: int) -> list[str]:
+def bench_format(fmt: ToolFormat, size: int, scale: int, chunk: int, lenient: bool = False) -> list[str]:
     """One table row: base time (best of 3), MB/s, scaled time, ratio, MB/s with 4 KB chunks,
     prose MB/s, and a check that the call came back intact."""
     text, content = call_output(fmt, size)
-    runs = [stream_time(fmt, text, chunk) for _ in range(3)]
+    runs = [stream_time(fmt, text, chunk, lenient) for _ in range(3)]
     base = min(t for t, _ in runs)
     ends = runs[0][1]
     ok = len(ends) == 1 and json.loads(ends[0].arguments).get("content") == content
     big_text, _ = call_output(fmt, size * scale)
-    big, big_ends = stream_time(fmt, big_text, chunk)
-    wide = min(stream_time(fmt, text, 4096)[0] for _ in range(3))
+    big, big_ends = stream_time(fmt, big_text, chunk, lenient)
+    wide = min(stream_time(fmt, text, 4096, lenient)[0] for _ in range(3))
     prose = prose_text(size)
-    prose_s = min(stream_time(fmt, prose, chunk)[0] for _ in range(2))
+    prose_s = min(stream_time(fmt, prose, chunk, lenient)[0] for _ in range(2))
     ok = ok and len(big_ends) == 1
     return [
         fmt.name,
@@ -113,6 +119,41 @@ def bench_format(fmt: ToolFormat, size: int, scale: int, chunk: int) -> list[str
         f"{len(prose) / MB / prose_s:.1f}",
         "ok" if ok else "WRONG",
     ]
+
+
+def foreign_output(kind: str, size: int) -> tuple[str, str]:
+    """Prose + one write_file call carrying ~``size`` characters of code, in a foreign syntax."""
+    content = code_text(size)
+    args = {"path": "src/big.py", "content": content}
+    call = json.dumps({"name": "write_file", "arguments": args})
+    bodies = {
+        "bare json": call,
+        "json fence": "```json\n" + call + "\n```",
+        "<tool_call>": "<tool_call>\n" + call + "\n</tool_call>",
+        "[TOOL_CALLS]": "[TOOL_CALLS]write_file[ARGS]" + json.dumps(args),
+        "qwen3 xml": "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/big.py\n</parameter>\n"
+        "<parameter=content>\n" + content + "\n</parameter>\n</function>\n</tool_call>",
+    }
+    return "I'll write the whole module now.\n" + bodies[kind] + "\n", content
+
+
+FOREIGN_KINDS = ("bare json", "json fence", "<tool_call>", "[TOOL_CALLS]", "qwen3 xml")
+
+
+def foreign_rows(size: int, scale: int, chunk: int) -> list[list[str]]:
+    """Each foreign syntax under ``react`` with lenient recognition: time, MB/s, 10x ratio, call intact."""
+    fmt, rows = FORMATS["react"], []
+    for kind in FOREIGN_KINDS:
+        text, content = foreign_output(kind, size)
+        runs = [stream_time(fmt, text, chunk, True) for _ in range(3)]
+        base, ends = min(t for t, _ in runs), runs[0][1]
+        ok = len(ends) == 1 and json.loads(ends[0].arguments).get("content") == content
+        big, big_ends = stream_time(fmt, foreign_output(kind, size * scale)[0], chunk, True)
+        ok = ok and len(big_ends) == 1
+        mbs = len(text) / MB / base
+        row = [kind, f"{len(text) / MB:.2f}", f"{base:.3f}", f"{mbs:.1f}", f"{big:.3f}", f"{big / base:.1f}x"]
+        rows.append([*row, "ok" if ok else "WRONG"])
+    return rows
 
 
 def finalize_rows(size: int) -> list[list[str]]:
@@ -190,11 +231,18 @@ def main() -> None:
         default=8,
         help="scale of the pathological inputs (default 8, the largest size the tests time)",
     )
+    parser.add_argument("--no-lenient", action="store_true", help="leave out the lenient recognition tables")
     args = parser.parse_args()
     size = int(args.size_mb * MB)
     print(f"Streaming in {args.chunk}-char chunks; base ~{args.size_mb} MB, long = {args.scale}x.\n")
     headers = ["format", "MB", "seconds", "MB/s", f"{args.scale}x s", "ratio", "MB/s 4K chunks", "prose MB/s", "result"]
     print_table(headers, [bench_format(fmt, size, args.scale, args.chunk) for fmt in FORMATS.values()])
+    if not args.no_lenient:
+        print("\nThe same with lenient recognition (the default):\n")
+        print_table(headers, [bench_format(fmt, size, args.scale, args.chunk, True) for fmt in FORMATS.values()])
+        print("\nA call in each foreign syntax, under react with lenient recognition:\n")
+        foreign_headers = ["syntax", "MB", "seconds", "MB/s", f"{args.scale}x s", "ratio", "result"]
+        print_table(foreign_headers, foreign_rows(size, args.scale, args.chunk))
     print("\nfinalize_call on a write_file argument:\n")
     print_table(["arguments", "MB", "ms", "repairs", "result"], finalize_rows(size))
     print(f"\nPathological outputs (scale {args.adversarial}), seconds per format:\n")

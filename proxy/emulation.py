@@ -30,6 +30,7 @@ from .dumps import DumpWriter
 from .errors import NoValidToolCall
 from .formats import StreamParser
 from .formats._thought import set_thinking
+from .formats.lenient import new_parser
 from .metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
@@ -136,7 +137,8 @@ class Emulator:
 
     async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
         parser = set_thinking(
-            self.plan.format.new_parser(list(self.plan.parse_tools), self.plan.max_calls), self.rule.thinking
+            new_parser(self.plan.format, list(self.plan.parse_tools), self.plan.max_calls, self.plan.lenient),
+            self.rule.thinking,
         )
         stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:

@@ -39,6 +39,7 @@ class EmulationPlan:
     legacy_functions: bool  # the client used ``functions``: answer with ``function_call``
     body: dict[str, Any]  # what goes upstream
     stops: tuple[str, ...] = ()  # every stop sequence toolshim enforces itself (see stops.py), sent or not
+    lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
 
     @property
     def wants_call(self) -> bool:
@@ -99,7 +100,8 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     if choice.mode == "none":
         offered = []
     max_calls = rule.call_limit(turn.parallel_allowed)
-    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages)))
+    tool_names = [t.name for t in turn.tools]
+    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
     if offered:
         instructions = fmt.render_tools(offered, choice, max_calls > 1)
         if turn.has_tool_results:
@@ -123,4 +125,5 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         turn.legacy_functions,
         body,
         tuple(enforced),
+        rule.lenient,
     )

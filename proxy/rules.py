@@ -94,6 +94,7 @@ class ModelRule(_Strict):
     auto_fallback_ttl: float = Field(600.0, ge=0)
     max_tool_calls: int | None = Field(None, ge=1, description="default 1 when emulated, unlimited when native")
     stream_arguments: bool = False
+    lenient: bool = True  # calls written in another common syntax (bare JSON, fences, wrappers...) count too
     text_before_call: Literal["content", "reasoning", "drop"] = "content"  # text preceding a call in a turn
     max_repair_retries: int = Field(1, ge=0, le=5)
     max_required_retries: int = Field(1, ge=0, le=5)

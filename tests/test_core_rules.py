@@ -54,7 +54,7 @@ def test_glob_is_case_sensitive_and_unmatched_is_none(tmp_path: Path) -> None:
     assert rules.resolve("gpt-4o") is None
 
 
-@pytest.mark.parametrize("mode", ["native", "react", "xml", "hermes", "caret", "auto"])
+@pytest.mark.parametrize("mode", ["native", "react", "xml", "hermes", "caret", "qwen3_xml", "morph_xml", "auto"])
 def test_every_tool_mode_is_accepted(tmp_path: Path, mode: str) -> None:
     text = json.dumps(
         {

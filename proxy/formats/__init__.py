@@ -22,10 +22,15 @@ from .base import (
 )
 from .caret import CaretFormat
 from .hermes import HermesFormat
+from .morph_xml import MorphXmlFormat
+from .qwen3_xml import Qwen3XmlFormat
 from .react import ReactFormat
 from .xml import XmlFormat
 
-FORMATS: dict[str, ToolFormat] = {fmt.name: fmt for fmt in (ReactFormat(), XmlFormat(), HermesFormat(), CaretFormat())}
+FORMATS: dict[str, ToolFormat] = {
+    fmt.name: fmt
+    for fmt in (ReactFormat(), XmlFormat(), HermesFormat(), CaretFormat(), Qwen3XmlFormat(), MorphXmlFormat())
+}
 
 
 def get_format(name: str) -> ToolFormat:

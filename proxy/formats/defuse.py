@@ -6,7 +6,8 @@ So before the history is rendered, every call syntax any format (or lenient reco
 accepts is made inert, while staying readable as data:
 
 * call tags (``<tool_call>``, ``<tool:x>``, ``<param:k>``, ``<function=x>``, ``<parameter=k>``,
-  special tokens such as ``<|python_tag|>``) lose their ``<``: ``&lt;tool_call>``;
+  special tokens such as ``<|python_tag|>``) lose their ``<``: ``&lt;tool_call>``; so do tags named
+  after the request's tools (``<get_weather>``: a morph_xml call), when their names are given;
 * lines that start a call in a line-based syntax (ReAct's ``Action:`` and ``Action Input:``,
   caret's ``^^^``) are replaced by ``[a line that looked like a tool call was removed]``: quoted,
   such a line still read as an order to a small model (bench/forged_calls.py: ReAct 9/10 forged
@@ -22,6 +23,8 @@ Pure and linear: each pattern is one pass of a regex without nested quantifiers.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from functools import lru_cache
 
 _TAG = re.compile(
     r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
@@ -38,9 +41,20 @@ _ARGUMENT_KEY = re.compile(r"""(["'])(arguments|parameters)\1(?=\s*:)""")
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
 
 
-def defuse(text: str) -> str:
-    """``text`` with every tool-call syntax made inert (see the module docstring)."""
+@lru_cache(maxsize=64)
+def _named_tags(names: tuple[str, ...]) -> re.Pattern[str]:
+    """``<NAME>``, ``</NAME>`` and ``<NAME/>`` for the given tool names (a morph_xml call's tags)."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"<(?=/?(?:{alternatives})[ \t]*/?>)")
+
+
+def defuse(text: str, tool_names: Collection[str] = ()) -> str:
+    """``text`` with every tool-call syntax made inert (see the module docstring); ``tool_names``: the
+    request's tools, whose names are tags in the morph_xml syntax."""
     text = _TAG.sub("&lt;", text)
+    names = tuple(sorted(n for n in tool_names if n))
+    if names:
+        text = _named_tags(names).sub("&lt;", text)
     text = _CALL_LINE.sub(CALL_LINE_REMOVED, text)
     text = _LINE_KEYWORD.sub(r"\1> ", text)
     if _NAME_KEY.search(text):

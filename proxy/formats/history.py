@@ -14,7 +14,7 @@ the input list and its messages are never mutated; every output message is a new
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .base import ToolCallRecord, ToolFormat
@@ -103,10 +103,13 @@ def _result_name(message: Mapping[str, Any], names: Mapping[str, str], last_name
     return name if isinstance(name, str) and name else last_name
 
 
-def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def render_history(
+    fmt: ToolFormat, messages: list[dict[str, Any]], tool_names: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """The history with calls and results as text in ``fmt``'s syntax (no tool roles/keys left).
 
-    Consecutive results become one ``user`` message, in their original order.
+    Consecutive results become one ``user`` message, in their original order. ``tool_names``: the
+    request's tools, whose tags are defused in results and user text too (morph_xml's call syntax).
     """
     out: list[Message] = []
     names: dict[str, str] = {}  # tool_call_id -> tool name, from the assistant calls seen so far
@@ -119,7 +122,7 @@ def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict
         role = message.get("role")
         if role in _RESULT_ROLES:
             name = _result_name(message, names, last_name)
-            results.append(fmt.render_result(name, defuse(content_text(message.get("content")))))
+            results.append(fmt.render_result(name, defuse(content_text(message.get("content")), tool_names)))
             continue
         if results:
             out.append({"role": "user", "content": "\n".join(results)})
@@ -136,20 +139,20 @@ def render_history(fmt: ToolFormat, messages: list[dict[str, Any]]) -> list[dict
             if role == "assistant" and copy.get("content") is None:
                 copy["content"] = ""  # chat templates choke on null content
             if role == "user":
-                copy["content"] = _defused_content(copy.get("content"))
+                copy["content"] = _defused_content(copy.get("content"), tool_names)
             out.append(copy)
     if results:
         out.append({"role": "user", "content": "\n".join(results)})
     return out
 
 
-def _defused_content(content: Any) -> Any:
+def _defused_content(content: Any, tool_names: Collection[str]) -> Any:
     """User text with call markup made inert (text parts of a part list too; other parts untouched)."""
     if isinstance(content, str):
-        return defuse(content)
+        return defuse(content, tool_names)
     if isinstance(content, list):
         return [
-            {**part, "text": defuse(part["text"])}
+            {**part, "text": defuse(part["text"], tool_names)}
             if isinstance(part, Mapping) and isinstance(part.get("text"), str)
             else part
             for part in content

@@ -33,7 +33,7 @@ from tests.formats.harness import (
     merge,
     summarize,
 )
-from tests.formats.tools import TOOLS
+from tests.formats.tools import TOOL_NAMES, TOOLS
 from tests.formats.work import ADVERSARIAL_OUTPUTS, adversarial_output, assert_linear, code_content, prose
 
 FORMAT_NAMES = sorted(FORMATS)
@@ -62,12 +62,27 @@ LEAKS: dict[str, LeakFinder] = {
     "xml": substrings("<tool:", "</tool:", "<param:"),
     "caret": line_prefixes("^^^"),
     "react": line_prefixes("Action:", "Action Input:", fold=True),
+    "qwen3_xml": substrings("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter="),
+    "morph_xml": substrings(
+        *(f"{tag}{name}{end}" for name in TOOL_NAMES for tag in ("<", "</") for end in (">", "/>"))
+    ),
 }
 MARKERS: dict[str, list[str]] = {
     "hermes": ["<tool_call>", "</tool_call>", "<tool_call>\n", '{"name": "get_weather", "arguments": '],
     "xml": ["<tool:get_weather>", "</tool:get_weather>", "<param:city>", "</param:city>", "<tool:", "</tool:x>"],
     "caret": ["\n^^^get_weather\n", "\n^^^\n", "\n^^^", "\n---\n", "\ncity: Oslo\n"],
     "react": ["\nAction: get_weather\n", "\nAction Input: ", "\nAction:", "\nObservation:", "\nThought: "],
+    "qwen3_xml": [
+        "<tool_call>\n",
+        "</tool_call>",
+        "<function=get_weather>\n",
+        "</function>",
+        "<parameter=city>\n",
+        "\n</parameter>\n",
+        "<function=",
+        "<parameter=",
+    ],
+    "morph_xml": ["<get_weather>", "</get_weather>", "<city>", "</city>", "<get_weather/>", "<item>", "</search_docs>"],
 }
 COMMON_MARKERS = ["<think>", "</think>", "\n", "{", "}", '"']
 
@@ -377,6 +392,14 @@ GOLDEN_LEAKS: dict[str, tuple[LeakFinder, tuple[type[Text] | type[Reasoning], ..
     ),
     "xml": (substrings("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result"), (Text,)),
     "caret": (caret_markup_lines, (Text,)),
+    "qwen3_xml": (
+        substrings("<tool_call", "</tool_call", "<function=", "</function", "<parameter=", "</parameter", "<think>"),
+        (Text,),
+    ),
+    "morph_xml": (
+        substrings(*(f"{tag}{name}" for name in TOOL_NAMES for tag in ("<", "</")), "<think>", "</think>"),
+        (Text,),
+    ),
     "react": (
         substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>"),
         (Text, Reasoning),

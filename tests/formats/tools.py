@@ -61,3 +61,4 @@ OPENAI_TOOLS: dict[str, dict[str, Any]] = {
 }
 
 TOOLS: list[ToolSpec] = [ToolSpec.from_openai(t) for t in OPENAI_TOOLS.values()]
+TOOL_NAMES: list[str] = [t.name for t in TOOLS]

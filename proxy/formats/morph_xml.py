@@ -1,0 +1,211 @@
+"""The ``morph_xml`` tool-call format: one XML element per call, named after the tool (the AI SDK tool middleware's
+morphXml protocol).
+
+Wire syntax (what the model writes)::
+
+    Let me look that up.
+    <search_docs>
+    <query>streaming &amp; retries</query>
+    <limit>5</limit>
+    <tags><item>api</item><item>http</item></tags>
+    </search_docs>
+
+Only the request's tool names open a block (``<NAME>``, or ``<NAME/>`` for a call without arguments); any
+other tag (``<b>``, ``<city>`` in prose) is text. How an element's body becomes arguments (nested objects,
+repeated elements and ``<item>`` children as arrays, raw-text strings, entities, schema typing): ``_morph_block``.
+
+Stop sequences: a call ends with ``</NAME>``, which no fixed stop string can name, so ``<tool_response`` (where
+the model starts to imitate a result) is the stop, as in the ``xml`` format; one reaching the parser ends it.
+
+Parser states (``_State``, one ``_step_*`` method each, see ``MorphXmlParser._steps``) and transitions:
+
+* PROSE: text (``_tagprose``: code fences and inline code keep markers as text). ``<NAME>`` -> BODY (after
+  ``max_calls`` calls: SecondToolStarted, DONE); ``<NAME/>`` is a whole call; ``<think>`` -> THINK;
+  ``<tool_response`` -> DONE; stray ``</NAME>`` and ``</think>`` are dropped.
+* THINK: reasoning until ``</think>`` -> PROSE.
+* BODY: the element's text up to its matching ``</NAME>`` (a nested ``<NAME>`` counts), decoded once, then
+  ToolCallEnd or Malformed -> PROSE. Text between parameter elements is repair ``stray_text``.
+* DONE: all input ignored.
+
+At ``close("stop")`` an open element is completed (a stop may have eaten ``</NAME>``) unless text other than
+parameter elements stands in it (then it was prose mentioning the tag: Malformed); with ``"length"`` or
+``"content_filter"`` it is Malformed (``_calls``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from enum import IntEnum, auto
+
+from ._calls import CallSlots
+from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, render_calls
+from ._prompt import choice_instruction, describe_tools
+from ._tagprose import THINK, THINK_END, TagProse, held_back
+from ._text import EventBuffer
+from .base import Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
+
+# finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
+_SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
+
+
+class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
+    PROSE = auto()
+    THINK = auto()
+    BODY = auto()
+    DONE = auto()
+
+
+class MorphXmlParser:
+    """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
+        self._out = EventBuffer()
+        self._calls = CallSlots(tools, max_calls, self._out)
+        self._names = {t.name: t for t in tools if TAG.fullmatch(f"<{t.name}>")}
+        self._opens = {f"<{n}>": n for n in self._names}
+        self._empties = {f"<{n}/>": n for n in self._names}
+        markers = [*self._opens, *self._empties, *(f"</{n}>" for n in self._names), RESPONSE]
+        self._prose = TagProse(markers, self._out)
+        self._buf = ""
+        self._pos = 0
+        self._state = _State.PROSE
+        self._raw: list[str] = []  # the open element's text, from its opening tag
+        self._open_tag = ""
+        self._close_tag = ""
+        self._depth = 0
+        self._tags = re.compile("(?!)")  # the open element's opening and closing tags
+        self._steps: dict[_State, Callable[[], bool]] = {
+            _State.PROSE: self._step_prose,
+            _State.THINK: self._step_think,
+            _State.BODY: self._step_body,
+        }
+
+    def feed(self, text: str) -> list[Event]:
+        if self._state is _State.DONE or not text:
+            return []
+        self._buf = self._buf[self._pos :] + text
+        self._pos = 0
+        self._run()
+        return self._out.take()
+
+    def _run(self) -> None:
+        """Run the current state's step until one needs more input or the parser is DONE."""
+        while self._state is not _State.DONE and self._steps[self._state]():
+            pass
+
+    def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
+        state, rest = self._state, self._buf[self._pos :]
+        if state is _State.PROSE:
+            self._prose.flush(rest)
+        elif state is _State.THINK:
+            self._prose.think(rest + THINK_END, 0)
+        elif state is _State.BODY:
+            self._raw.append(rest)
+            raw = "".join(self._raw)
+            self._calls.close_block(finish_reason, raw, lambda: self._finish(raw, closed=False))
+        self._state, self._buf, self._pos = _State.DONE, "", 0
+        return self._out.take()
+
+    def _step_prose(self) -> bool:
+        found = self._prose.scan(self._buf, self._pos)
+        self._pos = found.end
+        marker = found.marker
+        if marker is None:
+            return False
+        if marker == THINK and not found.joined:
+            self._state = _State.THINK
+        elif marker == RESPONSE and not found.joined:
+            self._state = _State.DONE
+        elif found.joined or (marker not in self._opens and marker not in self._empties):
+            self._prose.after_markup(False)  # a stray closing tag, or a tag spelled across removed markup
+        elif self._calls.cut():
+            self._state = _State.DONE
+        elif marker in self._empties:
+            name = self._empties[marker]
+            self._calls.start(name)
+            self._finish(marker, closed=True)
+        else:
+            name = self._opens[marker]
+            self._calls.start(name)
+            self._raw, self._open_tag, self._close_tag, self._depth = [marker], marker, f"</{name}>", 1
+            self._tags = re.compile(f"{re.escape(marker)}|{re.escape(self._close_tag)}")
+            self._state = _State.BODY
+        return True
+
+    def _step_think(self) -> bool:
+        found = self._prose.think(self._buf, self._pos)
+        self._pos = found.end
+        if found.marker is None:
+            return False
+        self._state = _State.PROSE
+        return True
+
+    def _step_body(self) -> bool:
+        buf, pos = self._buf, self._pos
+        closing = self._close_tag
+        while True:
+            match = self._tags.search(buf, pos)
+            if match is None:
+                self._take(len(buf) - held_back(buf, pos, (self._open_tag, closing), len(closing)))
+                return False
+            pos = match.end()
+            if match.group() != closing:
+                self._depth += 1
+                continue
+            self._depth -= 1
+            if not self._depth:
+                self._take(pos)
+                self._finish("".join(self._raw), closed=True)
+                return True
+
+    def _take(self, end: int) -> None:
+        self._raw.append(self._buf[self._pos : end])
+        self._pos = end
+
+    def _finish(self, raw: str, *, closed: bool) -> None:
+        """Decode the element once and finalize its call; back to prose."""
+        self._raw, self._state = [], _State.PROSE
+        self._prose.after_markup(True)
+        element = decode_element(raw, self._names)
+        if element is None:  # cannot happen: the block starts with an offered tool's tag
+            self._calls.fail(raw, "not a tool element")
+            return
+        if element.stray_text and not closed:
+            self._calls.fail(raw, "unclosed tool element holding text")
+            return
+        repairs = [*(["stray_text"] if element.stray_text else []), *([] if closed else ["unclosed_tool"])]
+        self._calls.finish(element.name, element.arguments, raw, before=repairs, hide=_SYNTAX_COERCIONS)
+
+
+class MorphXmlFormat:
+    """``<NAME><KEY>value</KEY></NAME>`` tool calls, for the request's tool names."""
+
+    name = "morph_xml"
+
+    def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
+        named = tool_choice.name if tool_choice.mode == "named" else None
+        return "\n\n".join(
+            (
+                "# Tools\n\nYou can call these tools:",
+                describe_tools(tools),
+                "# How to call a tool\n\n" + SYNTAX,
+                "Example:\n" + example_call(tools, named),
+                choice_instruction(tool_choice, parallel),
+            )
+        )
+
+    def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
+        return render_calls(calls)
+
+    def render_result(self, name: str, content: str) -> str:
+        return f"{RESPONSE}>\n<tool_name>{name}</tool_name>\n<result>\n{content}\n</result>\n</tool_response>"
+
+    def stop_sequences(self) -> tuple[str, ...]:
+        return (RESPONSE,)
+
+    def stops_between_calls(self) -> tuple[str, ...]:
+        return ()  # `<tool_response` only starts an imitated result, never a call
+
+    def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
+        return MorphXmlParser(tools, max_calls)
