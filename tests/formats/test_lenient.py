@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, ToolCallRecord, get_format
+from toolshim.formats._thought import set_thinking
 from toolshim.formats.base import FinishReason, Malformed, StreamParser, Text, ToolCallEnd, ToolCallStart
 from toolshim.formats.lenient import BLOCK_CAP, HOLD_CAP, LenientParser, new_parser
 
@@ -125,8 +126,11 @@ def test_golden_never_shows_foreign_markup(fmt: str, stem: str) -> None:
 def test_own_golden_cases_unchanged(fmt: str, stem: str) -> None:
     """Lenient recognition changes nothing a format's own golden cases expect (whole and split)."""
     case = load_golden(fmt)[stem]
+    thinking = case.get("thinking", "off")
     events = assert_same_in_all_chunkings(
-        lambda: lenient(fmt, case.get("max_calls", 1)), case["output"], case.get("finish_reason", "stop")
+        lambda: set_thinking(lenient(fmt, case.get("max_calls", 1)), thinking),
+        case["output"],
+        case.get("finish_reason", "stop"),
     )
     assert summarize(events) == case["expect"], case["description"]
 
