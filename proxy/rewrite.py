@@ -36,6 +36,7 @@ class EmulationPlan:
     max_calls: int
     legacy_functions: bool  # the client used ``functions``: answer with ``function_call``
     body: dict[str, Any]  # what goes upstream
+    instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
 
     @property
     def wants_call(self) -> bool:
@@ -97,6 +98,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         offered = []
     max_calls = rule.call_limit(turn.parallel_allowed)
     messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages)))
+    instructions = ""
     if offered:
         instructions = fmt.render_tools(offered, choice, max_calls > 1)
         if turn.has_tool_results:
@@ -112,5 +114,13 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         body["stop"] = stops
     parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
     return EmulationPlan(
-        fmt, tuple(offered), parse_tools, choice, turn.parallel_allowed, max_calls, turn.legacy_functions, body
+        fmt,
+        tuple(offered),
+        parse_tools,
+        choice,
+        turn.parallel_allowed,
+        max_calls,
+        turn.legacy_functions,
+        body,
+        instructions,
     )
