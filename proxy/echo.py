@@ -15,7 +15,8 @@ the next segment decides, and shown when that one is the model's own text.
 
 A segment is held back only while it can still turn out to be an echo: at the first trigram
 that the instructions lack (or, in a short segment, a word they lack) it is released and the
-rest of the segment streams through at once, so normal text waits at most a few words.
+rest of the segment streams through at once, so normal text waits at most a few words (a word
+still arriving is judged by its start: no instruction word begins like "partia").
 
 One pass over the text; each word is looked up in a set once. No I/O, no clock.
 """
@@ -51,12 +52,13 @@ def _segments(text: str) -> list[str]:
 class Instructions:
     """The n-gram index of the instruction texts one request rendered."""
 
-    __slots__ = ("segments", "trigrams", "vocabulary")
+    __slots__ = ("prefixes", "segments", "trigrams", "vocabulary")
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self.trigrams: set[tuple[str, str, str]] = set()
         self.vocabulary: set[str] = set()
         self.segments: set[tuple[str, ...]] = set()
+        self.prefixes: set[str] = set()  # of the vocabulary's words: a partial word outside them decides at once
         for text in texts:
             self.add(text)
 
@@ -67,6 +69,7 @@ class Instructions:
             if words:
                 self.segments.add(tuple(words))
             self.vocabulary.update(words)
+            self.prefixes.update(word[:end] for word in words for end in range(1, len(word) + 1))
             self.trigrams.update(zip(words, words[1:], words[2:], strict=False))
 
     def __bool__(self) -> bool:
@@ -127,6 +130,8 @@ class EchoFilter:
             self._words.append(word.casefold())
             if not self._still_possible():
                 return self._release()
+        if self._pending and self._pending.casefold() not in self._index.prefixes:
+            return self._release()  # no instruction word starts like this: the segment is the model's own
         if len(self._held) > MAX_HELD:
             return self._release()
         return ""

@@ -97,3 +97,10 @@ def test_every_formats_rendered_prompt_lines_are_dropped(fmt: str) -> None:
     assert prose
     text = "\n".join(prose) + "\nMy own answer, which no prompt holds."
     assert run(text, prompt=prompt).strip() == "My own answer, which no prompt holds."
+
+
+def test_a_word_no_instruction_word_starts_with_is_shown_before_it_ends() -> None:
+    echo = EchoFilter(Instructions([PROMPT]))
+    assert echo.feed("partia") == "partia"  # no word of the prompt begins like this
+    echo = EchoFilter(Instructions([PROMPT]))
+    assert echo.feed("Cal") == ""  # "call" might follow
