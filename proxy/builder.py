@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
+from .echo import EchoFilter, Instructions
 from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
 from .formats.base import FinishReason
 
@@ -108,6 +109,8 @@ class ResponseBuilder(Generic[Item]):
         stream_arguments: bool = False,
         text_before_call: TextBeforeCall = "content",
         call_ids: Callable[[], str] = new_call_id,
+        buffered: bool = False,
+        instructions: Instructions | None = None,
     ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
@@ -115,6 +118,8 @@ class ResponseBuilder(Generic[Item]):
         self.text_before_call = text_before_call
         self.calls_withdrawn = calls_withdrawn  # tool_choice none: calls written anyway are dropped
         self.stream_arguments = stream_arguments
+        # the client reads the whole answer at the end: a re-asked attempt's text can be taken back
+        self.buffered = buffered
         self._call_ids = call_ids
         self.calls_sent = 0
         self.usage: dict[str, int] = {}
@@ -124,6 +129,11 @@ class ResponseBuilder(Generic[Item]):
         self._held_text: list[str] = []
         self._sent_text: list[str] = []  # content the client has received, over all attempts
         self._echo: _Echo | None = None  # a re-ask's repetition of that content, being skipped
+        # the model's repetition of toolshim's own instructions never reaches the client
+        self._filter = EchoFilter(instructions) if instructions else None
+        self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
+        self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
+        self._malformed_raw = ""  # the latest malformed block as written: the last resort for content
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -140,10 +150,20 @@ class ResponseBuilder(Generic[Item]):
         for key, value in (usage or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
 
-    def begin_reask(self) -> None:
-        """Another attempt follows: text it repeats of what the client already has is not sent again."""
+    def begin_reask(self, corrective: str = "") -> None:
+        """Another attempt follows. Not buffered: text it repeats of what the client already has is
+        not sent again. Buffered: the attempt's held text is taken back (only the final attempt's
+        text is the answer); it stays the fallback should the next attempts bring nothing.
+        ``corrective``: the re-ask's message, which the model must not echo either."""
+        if self._filter is not None:
+            self._filter.flush()  # the open segment of a retried attempt is dropped with it
+            if corrective:
+                self._filter.add_instructions(corrective)
+        self._keep_fallback()
+        if self.buffered:
+            self._held_text.clear()
         sent = "".join(self._sent_text)
-        self._echo = _Echo(sent) if sent.strip() else None
+        self._echo = _Echo(sent) if sent.strip() and not self.buffered else None
 
     def feed(self, events: list[Event], attempt: Attempt) -> list[Item]:
         out: list[Item] = []
@@ -166,13 +186,23 @@ class ResponseBuilder(Generic[Item]):
         return out
 
     def drop_held_text(self) -> None:
-        """A required call is asked for again: the text of the attempt without it is not an answer."""
+        """A required call is asked for again: the text of the attempt without it is not an answer
+        (it stays the fallback should the next attempts bring nothing)."""
+        self._keep_fallback()
         self._held_text.clear()
+
+    def _keep_fallback(self) -> None:
+        text = "".join(self._attempt_text)
+        self._attempt_text.clear()
+        if text.strip():
+            self._fallback = text
 
     def finish(self, attempt: Attempt, include_usage: bool) -> list[Item]:
         """Held text, the finish item, and the usage item (only numbers the upstream reported)."""
         out: list[Item] = []
         self._release_held(out)
+        if not self.calls_sent and not "".join(self._sent_text).strip():
+            self._send_fallback(out)
         if self.calls_sent:
             reason = "tool_calls"
         else:
@@ -184,6 +214,16 @@ class ResponseBuilder(Generic[Item]):
             out.append(self.renderer.usage(usage))
         return out
 
+    def _send_fallback(self, out: list[Item]) -> None:
+        """No call and no text: the model's own text from an earlier attempt, else its malformed block."""
+        text = "".join(self._attempt_text) or self._fallback
+        if not text.strip() and self._malformed_raw.strip():
+            text = self._malformed_raw.strip()
+            if self._filter is not None:
+                text = (self._filter.feed(text) + self._filter.flush()).strip()
+        if text.strip():
+            self._send_text(text, out)
+
     def deadline_finish(self) -> Item:
         """The request ran out of time after items were sent: end as cut by length."""
         return self.renderer.finish("length")
@@ -191,13 +231,20 @@ class ResponseBuilder(Generic[Item]):
     # ---- events ---------------------------------------------------------------------------
 
     def _text(self, text: str, out: list[Item]) -> None:
+        if self._filter is not None:
+            text = self._filter.feed(text)
+        self._filtered_text(text, out)
+
+    def _filtered_text(self, text: str, out: list[Item]) -> None:
+        if text:
+            self._attempt_text.append(text)
         if self._echo is not None:
             text = self._echo.skip(text)
             if self._echo.done:
                 self._echo = None
         if not text:
             return
-        if self.calls_sent == 0 and (self.wants_call or self.text_before_call != "content"):
+        if self.buffered or (self.calls_sent == 0 and (self.wants_call or self.text_before_call != "content")):
             self._held_text.append(text)
             return
         self._send_text(text, out)
@@ -209,12 +256,14 @@ class ResponseBuilder(Generic[Item]):
 
     def _release_held(self, out: list[Item], before_call: bool = False) -> None:
         """Send the held text: at the end as content; before a call as ``text_before_call`` says."""
+        if self._filter is not None:  # a call or the end closes the open segment
+            self._filtered_text(self._filter.flush(), out)
         self._echo = None  # a call or the end: nothing more is a repetition
         if not self._held_text:
             return
         text = "".join(self._held_text)
         self._held_text.clear()
-        if not before_call or self.text_before_call == "content":
+        if not before_call or self.text_before_call == "content" or (self.buffered and self.calls_sent):
             self._send_text(text, out)
         elif self.text_before_call == "reasoning":
             out.extend(self.reasoning(text))
@@ -258,6 +307,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _malformed(self, event: Malformed, attempt: Attempt) -> None:
         attempt.malformed.append(event)
+        self._malformed_raw = event.raw
         self.tally.parse_outcomes.append("malformed")
         self.tally.sanitized += 1
         if event.index is not None and self._open.pop(event.index, None) is not None:

@@ -26,6 +26,7 @@ class RequestInfo:
     first_token: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    usage_source: str | None = None  # where an emulated answer's usage came from (``usage.UsageSource``)
     tool_calls: int = 0
     parse_outcome: str | None = None
     policies: list[str] = field(default_factory=list)  # conversation policies that acted

@@ -13,6 +13,10 @@ reached the client, or when ``tool_choice`` demanded a call. A demanded call tha
 in ``NoValidToolCall`` (or the text, with the rule's ``on_missing_call: "text"``); a re-ask's
 repetition of text the client already has is skipped by the builder. What happened is reported to
 metrics once, at the end.
+
+A re-ask must be able to help: it names what was wrong, samples at least the rule's
+``reask_temperature``, and an attempt that repeats an earlier one word for word ends the re-asks.
+Usage the upstream did not report is counted (``usage.settle_usage``) when the answer carries it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .chunks import ChunkFactory
 from .context import RequestInfo
 from .delta import decode, parse_payload
 from .dumps import DumpWriter
+from .echo import Instructions
 from .errors import NoValidToolCall
 from .formats import StreamParser
 from .formats._thought import set_thinking
@@ -36,6 +41,7 @@ from .rewrite import EmulationPlan
 from .rules import ModelRule
 from .stops import StopMatcher
 from .upstream import Upstream, UpstreamStream, open_stream
+from .usage import AttemptUsage, settle_usage
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ class Emulator:
         include_usage: bool,
         dumps: DumpWriter | None = None,
         log_content: bool = False,
+        buffered: bool = False,
     ) -> None:
         self.upstream = upstream
         self.plan = plan
@@ -72,6 +79,8 @@ class Emulator:
             calls_withdrawn=plan.tool_choice.mode == "none",
             stream_arguments=rule.stream_arguments,
             text_before_call=rule.text_before_call,
+            buffered=buffered,  # the client reads the answer whole: only the final attempt's text counts
+            instructions=Instructions([plan.instructions]),
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
@@ -87,29 +96,33 @@ class Emulator:
         extra: list[dict[str, Any]] = []
         repairs_left, required_left = self.rule.max_repair_retries, self.rule.max_required_retries
         attempt_no = 0
+        spent: list[AttemptUsage] = []
+        seen: set[str] = set()  # each attempt's text, whitespace aside: a repeat ends the re-asks
         # Nothing is sent before there is output: a demanded call that never comes is an error, and
         # an upstream that fails (or sends no first token in time) before it is an HTTP status.
         self._pending_start = self.builder.start()
         while True:
             attempt = Attempt(can_repair=repairs_left > 0)
-            upstream_stream = await open_stream(self.upstream, self._body(extra), self.rule.first_token_timeout)
+            body = self._body(extra, attempt_no)
+            upstream_stream = await open_stream(self.upstream, body, self.rule.first_token_timeout)
             try:
                 async for chunk in self._read(upstream_stream, attempt):
                     yield chunk
             finally:
                 await upstream_stream.aclose()
-            self.builder.add_usage(attempt.usage)
+            spent.append(AttemptUsage(body["messages"], "".join(attempt.raw), attempt.usage))
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
-            if reask is None:
+            if reask is None or self._repeated(attempt, seen):
                 break
             reason, message = reask
             repairs_left -= reason == "repair"
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
-            self.builder.begin_reask()
+            self.builder.begin_reask(message)
             attempt_no += 1
+        await self._settle_usage(spent)
         self.info.note_usage(self.builder.usage)
         if self.plan.wants_call and not self.builder.calls_sent and self.rule.on_missing_call == "error":
             raise NoValidToolCall(self._missing_call_message(attempt_no))
@@ -124,13 +137,36 @@ class Emulator:
             'instructions better; the rule option on_missing_call: "text" returns the text instead.'
         )
 
-    def _body(self, extra: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _settle_usage(self, spent: list[AttemptUsage]) -> None:
+        """The answer's usage: the upstream's, else counted (only when the answer carries usage)."""
+        if not self.include_usage:
+            for attempt in spent:
+                self.builder.add_usage(attempt.reported)
+            return
+        usage, source = await settle_usage(self.upstream, str(self.plan.body.get("model", "")), spent)
+        self.builder.add_usage(usage)
+        self.info.usage_source = source
+        self.metrics.record_usage_source(self.info.model, source)
+
+    def _repeated(self, attempt: Attempt, seen: set[str]) -> bool:
+        """This attempt wrote what an earlier one did: asking again would only repeat it again."""
+        text = " ".join("".join(attempt.raw).split())
+        if text in seen:
+            log.info("the model repeated an earlier attempt word for word: no more re-asks")
+            return True
+        seen.add(text)
+        return False
+
+    def _body(self, extra: list[dict[str, Any]], attempt_no: int) -> dict[str, Any]:
         body = {
             **self.plan.body,
             "messages": [*self.plan.body["messages"], *extra],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        floor, temperature = self.rule.reask_temperature, body.get("temperature")
+        if attempt_no and floor is not None and isinstance(temperature, int | float) and temperature < floor:
+            body["temperature"] = floor  # greedy decoding would give the same answer again
         if self.log_content and not extra:
             log.debug("rendered prompt: %s", json.dumps(body["messages"], ensure_ascii=False))
         return body

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from . import modes, responses
 from .catalog import model_card
+from .context import RequestInfo
 from .drain import was_cut
 from .errors import (
     ErrorView,
@@ -121,7 +122,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     job = start_job(request, turn, resolve_model(request, turn.model))
     if turn.stream:
         return await send_stream(request, modes.with_deadline(job, modes.stream(job)))
-    return json_answer(await modes.complete_within(job))
+    return json_answer(await modes.complete_within(job), usage_headers(info))
+
+
+def usage_headers(info: RequestInfo) -> dict[str, str]:
+    """Where an emulated answer's usage came from: ``upstream``, ``tokenizer`` or ``estimate``."""
+    return {"x-toolshim-usage": info.usage_source} if info.usage_source else {}
 
 
 def start_job(request: web.Request, turn: ChatTurn, resolved: Resolved) -> modes.ChatJob:
@@ -167,7 +173,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     job = start_job(request, responses.chat_turn(wire, context), resolved)
     if wire.stream:
         return await send_stream(request, exchange.sse(job), exchange.error_bytes)
-    return json_answer(await exchange.complete(job))
+    return json_answer(await exchange.complete(job), usage_headers(info))
 
 
 async def get_response(request: web.Request) -> web.Response:
@@ -186,9 +192,9 @@ async def list_input_items(request: web.Request) -> web.Response:
     return json_answer(responses.input_items_page(record, request.query))
 
 
-def json_answer(value: Any) -> web.Response:
+def json_answer(value: Any, headers: dict[str, str] | None = None) -> web.Response:
     """A whole answer as JSON, with every configured secret masked (as streams are)."""
-    return web.Response(body=REDACTOR.redact_bytes(dumps(value)), content_type="application/json")
+    return web.Response(body=REDACTOR.redact_bytes(dumps(value)), content_type="application/json", headers=headers)
 
 
 async def send_stream(

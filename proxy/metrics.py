@@ -90,6 +90,12 @@ class Metrics:
         self.completion_tokens = Counter(
             "toolshim_completion_tokens", "Completion tokens reported by upstreams.", ["model"], registry=reg
         )
+        self.usage_sources = Counter(
+            "toolshim_usage_source",
+            "Emulated answers with usage, by where the numbers came from (upstream, tokenizer, estimate).",
+            ["model", "source"],
+            registry=reg,
+        )
         self.tokens_saved = Counter(
             "toolshim_tokens_saved",
             "Tokens not generated thanks to the cut or an enforced stop (when known).",
@@ -194,6 +200,9 @@ class Metrics:
     def record_policies(self, model: str, actions: list[str]) -> None:
         for action in actions:
             self._child(self.policy_actions, model, action).inc()
+
+    def record_usage_source(self, model: str, source: str) -> None:
+        self._child(self.usage_sources, model, source).inc()
 
     def record_reask(self, model: str, reason: str) -> None:
         self._child(self.reasks, model, reason).inc()

@@ -77,6 +77,7 @@ class ChatJob:
             self.turn.include_usage,
             DumpWriter(folder) if folder else None,
             self.log_content,
+            buffered=not self.turn.stream,
         )
         return self.emulator
 

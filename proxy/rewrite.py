@@ -40,6 +40,7 @@ class EmulationPlan:
     body: dict[str, Any]  # what goes upstream
     stops: tuple[str, ...] = ()  # every stop sequence toolshim enforces itself (see stops.py), sent or not
     lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
+    instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
 
     @property
     def wants_call(self) -> bool:
@@ -102,6 +103,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     max_calls = rule.call_limit(turn.parallel_allowed)
     tool_names = [t.name for t in turn.tools]
     messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
+    instructions = ""
     if offered:
         instructions = fmt.render_tools(offered, choice, max_calls > 1)
         if turn.has_tool_results:
@@ -126,4 +128,5 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         body,
         tuple(enforced),
         rule.lenient,
+        instructions,
     )

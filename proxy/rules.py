@@ -51,6 +51,10 @@ class UpstreamConfig(_Strict):
     extra_body_fields: tuple[str, ...] = Field(
         (), description="request fields forwarded besides OpenAI's chat fields (e.g. top_k, min_p)"
     )
+    tokenizer: Literal["auto", "llama.cpp", "llama-cpp-python", "none"] = Field(
+        "auto",
+        description="the tokenizer endpoint that counts usage the upstream did not report; auto: try both, remember",
+    )
 
     @field_validator("extra_body_fields")
     @classmethod
@@ -99,6 +103,8 @@ class ModelRule(_Strict):
     max_repair_retries: int = Field(1, ge=0, le=5)
     max_required_retries: int = Field(1, ge=0, le=5)
     on_missing_call: Literal["error", "text"] = "error"  # a demanded call never came: 502, or the text
+    # a re-ask samples at least this temperature (greedy decoding repeats itself); null: the request's
+    reask_temperature: float | None = Field(0.3, ge=0, le=2)
     max_stop_sequences: int = Field(4, ge=1)
     thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
     # conversation policies

@@ -61,6 +61,8 @@ def free_port() -> int:
 async def _serve_fake() -> tuple[FakeUpstream, web.AppRunner]:
     fake = FakeUpstream()
     app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/tokenize", fake.tokenize)
+    app.router.add_post("/extras/tokenize", fake.tokenize)
     app.router.add_route("*", "/{tail:.*}", fake.handle)
     runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()

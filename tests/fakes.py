@@ -38,6 +38,10 @@ class FakeUpstream:
     disconnected: list[bool] = field(default_factory=list)  # per streamed request
     pieces_sent: list[int] = field(default_factory=list)
     url: str = ""
+    # the tokenizer endpoint this server has ("llama.cpp": /tokenize, "llama-cpp-python": /extras/tokenize);
+    # it counts one token per whitespace-separated word. Calls to either path are noted, not in ``requests``.
+    tokenizer: str | None = None
+    tokenize_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def script(self, *replies: Reply) -> None:
         self.replies = list(replies)
@@ -64,6 +68,15 @@ class FakeUpstream:
                 return web.Response(status=reply.status, body=reply.body, headers=headers)
             return web.json_response(reply.body, status=reply.status, headers=headers)
         return await self._stream(request, reply)
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read() or b"{}")
+        self.tokenize_calls.append((request.path, body))
+        kinds = {"/tokenize": ("llama.cpp", "content"), "/extras/tokenize": ("llama-cpp-python", "input")}
+        kind, field_name = kinds[request.path]
+        if kind != self.tokenizer:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response({"tokens": list(range(len(str(body.get(field_name, "")).split())))})
 
     async def _stream(self, request: web.Request, reply: Reply) -> web.StreamResponse:
         index = len(self.disconnected)

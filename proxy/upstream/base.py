@@ -183,6 +183,10 @@ class Upstream(Protocol):
         """Start a streaming chat completion; errors before the first event raise here."""
         ...
 
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        """Tokens in ``text`` by the upstream's tokenizer; ``None`` when it has none or it failed."""
+        ...
+
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> Any:
         """Pass another ``/v1/*`` call through (OpenAI-compatible upstreams only)."""
         ...

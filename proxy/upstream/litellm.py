@@ -11,7 +11,9 @@ reads the dicts as they are).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -31,6 +33,8 @@ from ..logs import route_library_logs
 from ..redact import short_upstream_message
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
+
+log = logging.getLogger(__name__)
 
 _litellm: Any = None
 
@@ -113,6 +117,15 @@ class LiteLLMUpstream:
             raise error from None
         self._observe(started, None)
         return _to_dict(response)
+
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        """litellm's ``token_counter``: the model's tokenizer where litellm knows it, else cl100k."""
+        litellm = _import_litellm()
+        try:
+            return int(await asyncio.to_thread(litellm.token_counter, model=model, text=text))
+        except Exception as exc:  # a library call on any provider's model name: count by estimate instead
+            log.info("litellm could not count tokens for %s: %s", model, type(exc).__name__)
+            return None
 
     async def stream(self, body: dict[str, Any]) -> UpstreamStream:
         litellm = _import_litellm()

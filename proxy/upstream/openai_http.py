@@ -43,6 +43,10 @@ from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
 
 DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
+# The tokenizer endpoints that count usage (at the server's root, not under /v1): path and text field.
+_TOKENIZERS = {"llama.cpp": ("/tokenize", "content"), "llama-cpp-python": ("/extras/tokenize", "input")}
+_NO_TOKENIZER = frozenset({400, 404, 405, 422, 501})  # the server has no such endpoint (or another one)
+_TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 # A finish_reason with a string value: the answer is complete even if [DONE] never comes.
 _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
@@ -138,6 +142,8 @@ class OpenAIUpstream:
         self._session: aiohttp.ClientSession | None = None
         self._base = (config.base_url or "").rstrip("/")
         self._allowed = config.allowed_fields
+        self._tokenizer: str | None = None  # the tokenizer endpoint found to work
+        self._no_tokenizer: set[str] = set()  # the endpoints this server does not have
 
     async def start(self) -> None:
         if self._session is None:
@@ -267,6 +273,50 @@ class OpenAIUpstream:
             resp.release()
         if not finished:
             raise UpstreamProtocolError(f"upstream '{self.name}' ended the stream before the answer was finished")
+
+    async def count_tokens(self, text: str, model: str) -> int | None:
+        """Tokens in ``text`` by the server's tokenizer endpoint (the rule's ``tokenizer``; ``auto``
+        tries llama.cpp's and llama-cpp-python's and remembers which one answers, or that none does).
+        ``None`` when there is none, or it failed this time."""
+        for kind in self._tokenizer_candidates():
+            count = await self._tokenize(kind, text, model)
+            if count is False:
+                self._no_tokenizer.add(kind)
+                continue
+            if count is not None:
+                self._tokenizer = kind
+            return count
+        return None
+
+    def _tokenizer_candidates(self) -> list[str]:
+        chosen = self.config.tokenizer
+        if chosen != "auto":
+            return [] if chosen == "none" else [chosen]
+        if self._tokenizer is not None:
+            return [self._tokenizer]
+        return [kind for kind in _TOKENIZERS if kind not in self._no_tokenizer]
+
+    async def _tokenize(self, kind: str, text: str, model: str) -> int | bool | None:
+        """The count; ``False``: the server has no such endpoint; ``None``: it failed this time."""
+        path, field = _TOKENIZERS[kind]
+        session = await self._session_ready()
+        root = self._base.removesuffix("/v1")
+        try:
+            async with session.post(
+                root + path,
+                data=dumps({field: text, "model": model}),
+                timeout=_TOKENIZE_TIMEOUT,
+                headers={"Content-Type": "application/json"},
+            ) as resp:
+                if resp.status in _NO_TOKENIZER:
+                    return False
+                if resp.status != 200:
+                    return None
+                body = await resp.json(content_type=None)
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return None
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        return len(tokens) if isinstance(tokens, list) else False
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> aiohttp.ClientResponse:
         """Send another /v1 call as-is; the caller relays and releases the response.

@@ -31,6 +31,7 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
         ("toolshim_tool_parse_total", "counter", "model format outcome"),
         ("toolshim_tool_repairs_total", "counter", "model format kind"),
         ("toolshim_reasks_total", "counter", "model reason"),
+        ("toolshim_usage_source_total", "counter", "model source"),
         ("toolshim_stream_cuts_total", "counter", "model format"),
         ("toolshim_stops_enforced_total", "counter", "model format"),
         ("toolshim_auto_fallbacks_total", "counter", "model"),

@@ -1,0 +1,183 @@
+"""Sans-IO filter that keeps the model's repetition of toolshim's own instructions out of its text.
+
+Small models often echo the tool prompt ("To call the tools, write a tool block: Rules: ...",
+"Call at most one tool per turn.") before or instead of answering. The client must never see
+that. The filter compares the model's text with the instructions actually rendered for this
+request (the system prompt, and any corrective re-ask message), not with a list of strings.
+
+The text is judged in segments: a line, or a sentence within a line (ended by ``.``, ``!``,
+``?`` or ``:``; a segment end does not depend on what follows, so any split of the text gives
+the same segments). Words are compared normalized (case-folded, punctuation dropped).
+A segment is an echo when every word trigram in it occurs in the instructions and it has at
+least ``MIN_WORDS`` words. A shorter segment that equals a whole instruction segment ("Rules:",
+a tool's name, "Paris" from a parameter's example) is an echo only next to one: it is held until
+the next segment decides, and shown when that one is the model's own text.
+
+A segment is held back only while it can still turn out to be an echo: at the first trigram
+that the instructions lack (or, in a short segment, a word they lack) it is released and the
+rest of the segment streams through at once, so normal text waits at most a few words (a word
+still arriving is judged by its start: no instruction word begins like "partia").
+
+One pass over the text; each word is looked up in a set once. No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
+MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
+
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_SEGMENT_END = re.compile(r"[.!?:\n]")
+_WORD_CHARS = "'\u2019"
+
+
+def _words(text: str) -> list[str]:
+    return [word.casefold() for word in _WORD.findall(text)]
+
+
+def _segments(text: str) -> list[str]:
+    """Lines, then sentences within them (the terminator stays with its sentence)."""
+    out: list[str] = []
+    start = 0
+    for match in _SEGMENT_END.finditer(text):
+        out.append(text[start : match.end()])
+        start = match.end()
+    out.append(text[start:])
+    return [segment for segment in out if segment.strip()]
+
+
+class Instructions:
+    """The n-gram index of the instruction texts one request rendered."""
+
+    __slots__ = ("prefixes", "segments", "trigrams", "vocabulary")
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self.trigrams: set[tuple[str, str, str]] = set()
+        self.vocabulary: set[str] = set()
+        self.segments: set[tuple[str, ...]] = set()
+        self.prefixes: set[str] = set()  # of the vocabulary's words: a partial word outside them decides at once
+        for text in texts:
+            self.add(text)
+
+    def add(self, text: str) -> None:
+        """Index another instruction text (a re-ask's corrective message)."""
+        for segment in _segments(text):
+            words = _words(segment)
+            if words:
+                self.segments.add(tuple(words))
+            self.vocabulary.update(words)
+            self.prefixes.update(word[:end] for word in words for end in range(1, len(word) + 1))
+            self.trigrams.update(zip(words, words[1:], words[2:], strict=False))
+
+    def __bool__(self) -> bool:
+        return bool(self.vocabulary)
+
+
+class EchoFilter:
+    """``feed(text) -> text`` without the echoed segments; ``flush()`` at a call, a re-ask or the end."""
+
+    __slots__ = ("_after_drop", "_held", "_index", "_pending", "_released", "_short", "_words", "dropped")
+
+    def __init__(self, instructions: Instructions) -> None:
+        self._index = instructions
+        self._held = ""  # the current segment, while it may be an echo
+        self._pending = ""  # a partial word at the end of the held text, not judged yet
+        self._released = False  # the current segment is known not to be an echo: pass it through
+        self._words: list[str] = []
+        self._after_drop = False  # the segment before was dropped: a bare line break goes with it
+        self._short: list[str] = []  # short segments that match the instructions, waiting for the next one
+        self.dropped = 0  # segments dropped, for the tally
+
+    def feed(self, text: str) -> str:
+        if not self._index:
+            return text
+        out: list[str] = []
+        start = 0
+        for match in _SEGMENT_END.finditer(text):
+            out.append(self._take(text[start : match.end()]))
+            out.append(self._end_segment())
+            start = match.end()
+        out.append(self._take(text[start:]))
+        return "".join(out)
+
+    def add_instructions(self, text: str) -> None:
+        """A re-ask's corrective message: the model must not echo it either."""
+        self._index.add(text)
+
+    def flush(self) -> str:
+        """The end of the text so far: judge the open segment (it ends here)."""
+        if not self._index:
+            return ""
+        last = self._end_segment()
+        return last + self._take_short()
+
+    def _take(self, piece: str) -> str:
+        """Add ``piece`` (no segment end inside) to the open segment; what may be shown now."""
+        if not piece:
+            return ""
+        if self._released:
+            return piece
+        self._held += piece
+        text = self._pending + piece
+        cut = len(text)  # the trailing run of word characters may continue in the next piece
+        while cut and (text[cut - 1].isalnum() or text[cut - 1] in _WORD_CHARS):
+            cut -= 1
+        self._pending = text[cut:]
+        for word in _WORD.findall(text[:cut]):
+            self._words.append(word.casefold())
+            if not self._still_possible():
+                return self._release()
+        if self._pending and self._pending.casefold() not in self._index.prefixes:
+            return self._release()  # no instruction word starts like this: the segment is the model's own
+        if len(self._held) > MAX_HELD:
+            return self._release()
+        return ""
+
+    def _still_possible(self) -> bool:
+        words = self._words
+        if len(words) >= 3:
+            return (words[-3], words[-2], words[-1]) in self._index.trigrams
+        return words[-1] in self._index.vocabulary
+
+    def _release(self) -> str:
+        held, self._held, self._released, self._after_drop = self._held, "", True, False
+        return self._take_short() + held
+
+    def _take_short(self) -> str:
+        short = "".join(self._short)
+        self._short.clear()
+        return short
+
+    def _end_segment(self) -> str:
+        """Close the open segment: drop it when it was an echo, else give back what was held."""
+        held, released = self._held, self._released
+        words = self._words + [word.casefold() for word in _WORD.findall(self._pending)]
+        self._held, self._pending, self._released, self._words = "", "", False, []
+        if released:
+            return held
+        if not held.strip():
+            if self._short:
+                self._short.append(held)
+                return ""
+            after_drop, self._after_drop = self._after_drop, False
+            return "" if after_drop else held
+        if len(words) >= MIN_WORDS and _all_known(words, self._index):
+            self._short.clear()  # the short segments before it were part of the echo
+            self.dropped += 1
+            self._after_drop = True
+            return ""
+        if len(words) < MIN_WORDS and tuple(words) in self._index.segments:
+            if self._after_drop:
+                self.dropped += 1
+                return ""
+            self._short.append(held)
+            return ""
+        self._after_drop = False
+        return self._take_short() + held
+
+
+def _all_known(words: list[str], index: Instructions) -> bool:
+    return all(gram in index.trigrams for gram in zip(words, words[1:], words[2:], strict=False))

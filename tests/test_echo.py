@@ -1,0 +1,106 @@
+"""The instruction-echo filter (``proxy/echo.py``), sans-IO: the same output in any split of the text,
+echoes dropped by overlap with the rendered instructions (not by fixed strings), the model's own text kept."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from toolshim.echo import MAX_HELD, EchoFilter, Instructions
+from toolshim.formats import FORMATS, get_format
+from toolshim.formats.base import ToolChoice
+
+from tests.formats.tools import TOOLS
+
+PROMPT = (
+    "To call a tool, write a tool block:\n<tool:NAME>\n</tool:NAME>\nRules:\n"
+    "- One element per parameter; leave out optional parameters you do not need.\n"
+    "Call a tool only when you need it; otherwise answer the user directly. "
+    "Call at most one tool per turn, then stop and wait for its result.\n"
+    "### get_weather\nCurrent weather for a city.\n  - city (string, required): City name, e.g. Paris\n"
+)
+
+
+def run(text: str, splits: list[int] | None = None, prompt: str = PROMPT) -> str:
+    echo = EchoFilter(Instructions([prompt]))
+    if splits is None:
+        return echo.feed(text) + echo.flush()
+    out, start = [], 0
+    for cut in [*sorted(splits), len(text)]:
+        out.append(echo.feed(text[start:cut]))
+        start = max(start, cut)
+    return "".join(out) + echo.flush()
+
+
+CASES = [
+    # (model text, what the client gets)
+    ("Rules:\nCall at most one tool per turn, then stop and wait for its result.\nIt is sunny.", "It is sunny."),
+    ("CALL A TOOL ONLY WHEN YOU NEED IT;   otherwise answer the user directly.\nHi!", "Hi!"),
+    ("Sure. Call at most one tool per turn, then stop. The weather is fine.", "Sure. The weather is fine."),
+    ("To call a tool, write a tool block: I will look it up.", " I will look it up."),
+    # the model's own words, even made of the instructions' vocabulary, stay
+    ("The tool says the city is Paris.", "The tool says the city is Paris."),
+    ("Paris", "Paris"),
+    ("get_weather: Paris is sunny.", "get_weather: Paris is sunny."),
+    ("Rules: none apply here, I answer directly.", "Rules: none apply here, I answer directly."),
+    ("Call the tool now? No need.", "Call the tool now? No need."),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES)
+def test_cases_whole_per_character_and_random_splits(text: str, expected: str) -> None:
+    assert run(text) == expected
+    assert run(text, list(range(len(text)))) == expected
+    for seed in range(30):
+        rng = random.Random(seed)
+        assert run(text, [rng.randrange(len(text) + 1) for _ in range(rng.randrange(6))]) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([c[0] for c in CASES] + [" ", "\n", "Okay.", "Paris\n"]), max_size=5),
+    st.lists(st.integers(0, 400), max_size=8),
+)
+def test_any_split_gives_the_same_text(parts: list[str], cuts: list[int]) -> None:
+    text = "".join(parts)
+    assert run(text, [c for c in cuts if c <= len(text)]) == run(text)
+
+
+def test_nothing_is_dropped_without_instructions() -> None:
+    text = "Call at most one tool per turn, then stop and wait for its result."
+    assert run(text, prompt="") == text
+
+
+def test_a_long_segment_is_released_at_the_cap() -> None:
+    """An echo that never ends a segment is held at most ``MAX_HELD`` characters, then shown."""
+    looped = "one two three " * (MAX_HELD // 5)
+    echo = EchoFilter(Instructions([looped]))
+    assert echo.feed(looped[:1000]) == ""  # every trigram so far is in the instructions: held
+    shown = echo.feed(looped[1000:])
+    assert shown.startswith("one two three") and len(shown) >= MAX_HELD
+    assert echo.flush() == ""
+
+
+def test_normal_text_streams_after_a_few_words() -> None:
+    echo = EchoFilter(Instructions([PROMPT]))
+    assert echo.feed("The weather in ") == "The weather in "  # "the weather in": no such trigram in the prompt
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_formats_rendered_prompt_lines_are_dropped(fmt: str) -> None:
+    """Every prose line of what each format renders, repeated by the model, is dropped."""
+    prompt = get_format(fmt).render_tools(TOOLS[:2], ToolChoice("auto"), False)
+    prose = [line for line in prompt.splitlines() if len(line.split()) >= 5 and not set(line) & set('<>{}^`"')]
+    assert prose
+    text = "\n".join(prose) + "\nMy own answer, which no prompt holds."
+    assert run(text, prompt=prompt).strip() == "My own answer, which no prompt holds."
+
+
+def test_a_word_no_instruction_word_starts_with_is_shown_before_it_ends() -> None:
+    echo = EchoFilter(Instructions([PROMPT]))
+    assert echo.feed("partia") == "partia"  # no word of the prompt begins like this
+    echo = EchoFilter(Instructions([PROMPT]))
+    assert echo.feed("Cal") == ""  # "call" might follow
