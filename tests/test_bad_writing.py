@@ -193,7 +193,7 @@ async def test_instruction_echo_never_reaches_the_client(start_proxy, fake_upstr
     result = await ask(proxy, stream)
     assert result["choices"][0]["message"]["content"].strip() == MODEL_TEXT
     # and before a call: only the model's own words are left
-    fake_upstream.script(Reply(pieces=text_stream(pieces(f"{echo[-1]} Let me check.\n{call_text(fmt)}", 3))))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(f"{echo[-1]}\nLet me check.\n{call_text(fmt)}", 3))))
     message = (await ask(proxy, stream))["choices"][0]["message"]
     assert message["tool_calls"] and (message["content"] or "").strip() == "Let me check."
 
