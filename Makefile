@@ -7,7 +7,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install run demo test test-fast lint bench bench-model model llama serve-model clean
+.PHONY: help install run demo test test-fast lint bench bench-model bench-bfcl model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,6 +50,13 @@ bench: install  ## the benchmarks (proxy overhead, parsers, churn; the local mod
 
 bench-model: llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
 	$(BIN)/python bench/local_model.py
+
+# bfcl-eval declares a heavy dependency list; bench/bfcl_score.py needs none of it (see its docstring).
+BFCL_EVAL ?= bfcl-eval==2026.3.23
+BFCL_ARGS ?= --sample 30
+bench-bfcl: llama model  ## BFCL v4 through toolshim, every mode (installs bfcl-eval --no-deps; hours on 2 cores)
+	$(BIN)/pip install -q --no-deps '$(BFCL_EVAL)'
+	$(BIN)/python bench/bfcl.py $(BFCL_ARGS)
 
 serve-model: llama model  ## run the local model server alone on 127.0.0.1:8080
 	$(BIN)/python scripts/local_model.py serve --port 8080

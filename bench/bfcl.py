@@ -1,0 +1,305 @@
+"""BFCL v4 questions through toolshim and the local model, scored by BFCL's own checker.
+
+``make bench-bfcl`` (or ``python bench/bfcl.py --sample 30``) starts one llama.cpp server
+(Qwen2.5-Coder-0.5B-Instruct unless ``--model smollm``) and one toolshim with a rule per
+emulated mode, then asks seeded BFCL questions of the categories simple_python, multiple,
+parallel, parallel_multiple and irrelevance (temperature 0, non-streaming, one at a time) in
+each mode:
+
+* ``native``: straight to the model server with BFCL's OpenAI ``tools`` and ``tool_choice: "auto"``;
+* ``prompt``: straight to the model server with BFCL's prompt-mode system prompt and no ``tools``
+  (the answer is decoded from ``[func(a=1)]`` text, as BFCL does for prompt models);
+* ``FORMAT`` (``hermes``, ``react``, ...): through toolshim with that ``tool_mode``;
+* ``FORMAT+constrained``: the same rule with ``"constrained": true`` (constrained decoding);
+  a toolshim that does not know the option stops the run before the model starts.
+
+Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category, and irrelevance is
+correct when the answer decodes to no call. Per mode and category, and overall, it prints the
+share correct, the share whose visible content carries tool markup (``bench/local_model.py``'s
+``MARKUP``), and the median request latency; every answer goes to ``--out`` as JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from openai import APIError, OpenAI
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python bench/bfcl.py` puts bench/ on the path, not the repo root
+    sys.path.insert(0, str(ROOT))
+
+from toolshim.formats import FORMATS  # noqa: E402
+from toolshim.rules import RulesError, load_rules  # noqa: E402
+
+from bench.bfcl_score import CATEGORIES, Bfcl, Question  # noqa: E402
+from bench.local_model import MARKUP  # noqa: E402
+from scripts import local_stack  # noqa: E402
+from scripts.local_model import spec_for  # noqa: E402
+
+DIRECT_MODES = ("native", "prompt")
+CONSTRAINED = "+constrained"
+CONSTRAINT_OPTION = "constrained"  # the rule option that turns on constrained decoding
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """How a question is asked: straight to the server (``native``, ``prompt``) or via a toolshim rule."""
+
+    name: str
+    tool_format: str | None = None
+    constrained: bool = False
+
+    @property
+    def prompting(self) -> bool:
+        """BFCL prompt mode: no ``tools``, the calls are text to decode."""
+        return self.name == "prompt"
+
+    @property
+    def exposed_model(self) -> str:
+        """The model name toolshim's rule matches for this mode."""
+        return "bfcl-" + self.name.replace("+", "-")
+
+
+def parse_modes(text: str, formats: Iterable[str] = FORMATS) -> list[Mode]:
+    """``native,prompt,hermes,hermes+constrained`` -> modes; ``ValueError`` names an unknown one."""
+    known = set(formats)
+    modes: list[Mode] = []
+    for name in (part.strip() for part in text.split(",")):
+        if not name or name in (m.name for m in modes):
+            continue
+        base, constrained = (name.removesuffix(CONSTRAINED), True) if name.endswith(CONSTRAINED) else (name, False)
+        if base in DIRECT_MODES and not constrained:
+            modes.append(Mode(name))
+        elif base in known:
+            modes.append(Mode(name, base, constrained))
+        else:
+            choices = [*DIRECT_MODES, *sorted(known), *(f"{f}{CONSTRAINED}" for f in sorted(known))]
+            raise ValueError(f"unknown mode {name!r}; expected some of: {', '.join(choices)}")
+    if not modes:
+        raise ValueError("no modes given")
+    return modes
+
+
+def rules_for_modes(modes: Sequence[Mode], upstream_url: str, upstream_model: str) -> dict[str, Any]:
+    """toolshim rules: one exact-match rule per emulated mode, ``constrained: true`` where asked."""
+    emulated = {m.exposed_model: m for m in modes if m.tool_format is not None}
+    rules = local_stack.rules_for(
+        upstream_url, upstream_model, {name: str(m.tool_format) for name, m in emulated.items()}
+    )
+    for rule in rules["models"]:
+        if emulated[rule["match"]].constrained:
+            rule[CONSTRAINT_OPTION] = True
+    return rules
+
+
+def check_rules(rules: dict[str, Any]) -> None:
+    """Validate the rules with toolshim's own loader before any server starts; exit with its message."""
+    with tempfile.TemporaryDirectory(prefix="toolshim-bfcl-rules-") as folder:
+        path = Path(folder) / "rules.json5"
+        path.write_text(json.dumps(rules), encoding="utf-8")
+        try:
+            load_rules(path)
+        except RulesError as exc:
+            hint = ""
+            if CONSTRAINT_OPTION in str(exc):
+                hint = (
+                    f"\nthis toolshim has no `{CONSTRAINT_OPTION}` rule option, so the {CONSTRAINED} modes "
+                    "cannot run; leave them out of --modes"
+                )
+            raise SystemExit(f"toolshim rejects the benchmark's rules:\n{exc}{hint}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One question asked in one mode: BFCL's verdict, the raw answer, and the timing."""
+
+    mode: str
+    category: str
+    id: str
+    valid: bool
+    leaked: bool
+    seconds: float
+    error_type: str
+    error: str
+    result: Any  # what BFCL's decoder gets: [{name: json_args}] for calls, else the content
+    content: str | None
+    decoded: Any
+
+
+def leaked(content: str | None) -> bool:
+    """Whether visible content carries tool markup of any format (or a JSON call object)."""
+    return MARKUP.search(content or "") is not None
+
+
+def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> dict[str, Any]:
+    """The chat completion arguments BFCL's OpenAI handler would send, for this mode."""
+    body: dict[str, Any] = {"temperature": 0, "max_tokens": max_tokens}
+    if mode.prompting:
+        return {**body, "messages": bfcl.prompt_messages(question)}
+    return {**body, "messages": question.messages, "tools": bfcl.tools(question), "tool_choice": "auto"}
+
+
+def raw_result(message: Any, prompting: bool) -> Any:
+    """``OpenAICompletionsHandler._parse_query_response_*``: the calls as ``[{name: arguments}]``, else content."""
+    if not prompting and message.tool_calls:
+        return [{call.function.name: call.function.arguments} for call in message.tool_calls]
+    return message.content
+
+
+def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> Outcome:
+    """One timed non-streaming request, scored."""
+    began = time.monotonic()
+    try:
+        response = client.chat.completions.create(model=model, **request_for(bfcl, mode, question, max_tokens))
+    except APIError as exc:
+        seconds = time.monotonic() - began
+        return Outcome(
+            mode.name, question.category, question.id, False, False, seconds, "request", str(exc), None, None, None
+        )
+    seconds = time.monotonic() - began
+    message = response.choices[0].message
+    result = raw_result(message, mode.prompting)
+    verdict = bfcl.score(question, result, mode.prompting)
+    return Outcome(
+        mode.name,
+        question.category,
+        question.id,
+        verdict.valid,
+        leaked(message.content),
+        seconds,
+        verdict.error_type,
+        verdict.error,
+        result,
+        message.content,
+        verdict.decoded,
+    )
+
+
+def share(count: int, total: int) -> str:
+    """``7/10 (70%)``."""
+    return f"{count}/{total} ({100 * count / total:.0f}%)" if total else "0/0"
+
+
+def summary_row(mode: str, group: str, outcomes: Sequence[Outcome]) -> str:
+    """One Markdown table row: correct, markup leaked, median latency."""
+    n = len(outcomes)
+    correct, leaks = sum(o.valid for o in outcomes), sum(o.leaked for o in outcomes)
+    median = f"{statistics.median(o.seconds for o in outcomes):.1f} s" if outcomes else "-"
+    return f"| {mode} | {group} | {share(correct, n)} | {share(leaks, n)} | {median} |"
+
+
+def table(outcomes: Sequence[Outcome], heading: str) -> str:
+    """Per mode: a row per category, then the overall row (in the order the outcomes came)."""
+    lines = [heading, "", "| mode | category | correct (BFCL checker) | markup leaked | median latency |"]
+    lines.append("|---|---|---|---|---|")
+    for mode in dict.fromkeys(o.mode for o in outcomes):
+        mine = [o for o in outcomes if o.mode == mode]
+        for category in dict.fromkeys(o.category for o in mine):
+            lines.append(summary_row(mode, category, [o for o in mine if o.category == category]))
+        lines.append(summary_row(mode, "**overall**", mine))
+    return "\n".join(lines)
+
+
+def progress(outcome: Outcome, number: int, total: int) -> None:
+    """One line per question on stderr, so a long run shows where it is and why answers fail."""
+    mark = "ok" if outcome.valid else "--"
+    leak = " LEAK" if outcome.leaked else ""
+    detail = outcome.error_type or json.dumps(outcome.result, ensure_ascii=False)
+    print(
+        f"  [{outcome.mode} {number}/{total} {outcome.id}] {mark} {outcome.seconds:5.1f} s{leak}  {detail[:100]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_modes(
+    modes: Sequence[Mode], questions: Sequence[Question], bfcl: Bfcl, args: argparse.Namespace, out: IO[str]
+) -> list[Outcome]:
+    """Start the model server and toolshim, ask every question in every mode, write each answer."""
+    outcomes: list[Outcome] = []
+    with local_stack.services_stopped_on_exit() as started:
+        server = local_stack.start_model_server(args.model)
+        started.append(server)
+        clients = {"direct": OpenAI(base_url=server.base_url, api_key="unused", timeout=600, max_retries=0)}
+        if any(m.tool_format for m in modes):
+            proxy = local_stack.start_toolshim(rules_for_modes(modes, server.base_url, server.model_id))
+            started.append(proxy)
+            clients["toolshim"] = OpenAI(base_url=proxy.base_url, api_key="unused", timeout=600, max_retries=0)
+        try:
+            for mode in modes:
+                client = clients["toolshim" if mode.tool_format else "direct"]
+                model = mode.exposed_model if mode.tool_format else server.model_id
+                for number, question in enumerate(questions, 1):
+                    outcome = ask(client, model, bfcl, mode, question, args.max_tokens)
+                    outcomes.append(outcome)
+                    out.write(json.dumps(asdict(outcome), ensure_ascii=False) + "\n")
+                    out.flush()
+                    progress(outcome, number, len(questions))
+        finally:
+            for client in clients.values():
+                client.close()
+    return outcomes
+
+
+def default_modes() -> str:
+    """Both direct modes, then every format without and with constrained decoding."""
+    formats = sorted(FORMATS)
+    return ",".join([*DIRECT_MODES, *formats, *(f + CONSTRAINED for f in formats)])
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Options: model, modes, categories, sample size and seed, where the answers go."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--model", choices=("qwen", "smollm"), default="qwen")
+    parser.add_argument("--modes", default=default_modes(), help="comma-separated; default: %(default)s")
+    parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated subset")
+    parser.add_argument("--sample", type=int, default=10, help="questions per category (0: all); default 10")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument("--out", type=Path, default=Path("bfcl-answers.jsonl"), help="JSON lines, one per answer")
+    args = parser.parse_args(argv)
+    try:
+        args.mode_list = parse_modes(args.modes)
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.category_list = [c.strip() for c in args.categories.split(",") if c.strip()]
+    unknown = [c for c in args.category_list if c not in CATEGORIES]
+    if unknown or not args.category_list:
+        parser.error(f"unknown categories {unknown}; expected some of: {', '.join(CATEGORIES)}")
+    if args.sample < 0 or args.max_tokens < 1:
+        parser.error("--sample must be >= 0 and --max-tokens >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Load BFCL, check the rules, run every mode, print the table."""
+    args = parse_args(argv)
+    modes: list[Mode] = args.mode_list
+    if any(m.tool_format for m in modes):
+        check_rules(rules_for_modes(modes, "http://127.0.0.1:1/v1", "check"))
+    bfcl = Bfcl()
+    questions = [q for c in args.category_list for q in bfcl.questions(c, args.sample, args.seed)]
+    with args.out.open("w", encoding="utf-8") as out:
+        outcomes = run_modes(modes, questions, bfcl, args, out)
+    per_category = "all" if args.sample == 0 else str(args.sample)
+    heading = (
+        f"BFCL v4, model {spec_for(args.model).alias}, {per_category} questions per category "
+        f"(seed {args.seed}), temperature 0, max_tokens {args.max_tokens}"
+    )
+    print(table(outcomes, heading))
+    print(f"\nanswers: {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""bench/bfcl.py's own logic, without bfcl-eval or a model: modes, rules, raw answers, leaks, the table.
+
+BFCL's data and checker (bench/bfcl_score.py) need the optional ``bfcl-eval`` package and are
+exercised by ``make bench-bfcl``; nothing here imports them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from toolshim.rules import load_rules
+
+from bench.bfcl import Mode, Outcome, check_rules, leaked, parse_modes, raw_result, rules_for_modes, table
+
+FORMATS = ("hermes", "react")
+
+
+def test_modes_parse_direct_formats_and_constrained_variants() -> None:
+    modes = parse_modes(" native, prompt,hermes,react+constrained,hermes ", FORMATS)
+    assert modes == [
+        Mode("native"),
+        Mode("prompt"),
+        Mode("hermes", "hermes", False),
+        Mode("react+constrained", "react", True),
+    ]
+    assert [m.prompting for m in modes] == [False, True, False, False]
+    assert modes[3].exposed_model == "bfcl-react-constrained"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hermes,yaml", "unknown mode 'yaml'"),
+        ("prompt+constrained", "unknown mode 'prompt+constrained'"),  # constraint is a toolshim rule option
+        ("native+constrained", "unknown mode 'native+constrained'"),
+        (" , ", "no modes given"),
+    ],
+)
+def test_unknown_modes_are_refused_by_name(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_modes(text, FORMATS)
+
+
+def test_rules_have_one_rule_per_emulated_mode_and_mark_constrained_ones(tmp_path: Path) -> None:
+    modes = parse_modes("native,prompt,hermes,hermes+constrained", FORMATS)
+    rules = rules_for_modes(modes, "http://127.0.0.1:9/v1", "qwen")
+    assert [(r["match"], r["tool_mode"], r.get("constrained")) for r in rules["models"]] == [
+        ("bfcl-hermes", "hermes", None),
+        ("bfcl-hermes-constrained", "hermes", True),
+    ]
+    plain = rules_for_modes(modes[:3], "http://127.0.0.1:9/v1", "qwen")
+    path = tmp_path / "rules.json5"
+    path.write_text(json.dumps(plain), encoding="utf-8")
+    assert load_rules(path).resolve("bfcl-hermes") is not None  # toolshim accepts what the bench writes
+
+
+def test_rules_toolshim_rejects_stop_the_run_with_its_message() -> None:
+    rules = rules_for_modes(parse_modes("hermes", FORMATS), "http://127.0.0.1:9/v1", "qwen")
+    rules["models"][0]["no_such_option"] = True
+    with pytest.raises(SystemExit, match="no_such_option"):
+        check_rules(rules)
+    check_rules(rules_for_modes(parse_modes("hermes", FORMATS), "http://127.0.0.1:9/v1", "qwen"))
+
+
+def call(name: str, arguments: str) -> SimpleNamespace:
+    return SimpleNamespace(function=SimpleNamespace(name=name, arguments=arguments))
+
+
+def test_raw_result_is_what_bfcl_decodes() -> None:
+    with_calls = SimpleNamespace(content=None, tool_calls=[call("a_b", '{"x": 1}'), call("c", "{}")])
+    assert raw_result(with_calls, prompting=False) == [{"a_b": '{"x": 1}'}, {"c": "{}"}]
+    text = SimpleNamespace(content="[f(x=1)]", tool_calls=None)
+    assert raw_result(text, prompting=False) == "[f(x=1)]"
+    assert raw_result(SimpleNamespace(content="[f(x=1)]", tool_calls=[call("f", "{}")]), prompting=True) == "[f(x=1)]"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('<tool_call>{"name": "f"}</tool_call>', True),
+        ('{ "name" : "f", "arguments": {}}', True),
+        ("Action: f\nAction Input: {}", True),
+        ("^^^f", True),
+        ("<tool:f>", True),
+        ("[f(x=1)]", False),  # BFCL's prompt-mode syntax is the expected answer there, not leaked markup
+        ("The answer is 42.", False),
+        (None, False),
+    ],
+)
+def test_leaked_markup(content: str | None, expected: bool) -> None:
+    assert leaked(content) is expected
+
+
+def outcome(mode: str, category: str, valid: bool, is_leaked: bool, seconds: float) -> Outcome:
+    return Outcome(mode, category, f"{category}_0", valid, is_leaked, seconds, "", "", None, None, None)
+
+
+def test_table_rows_per_category_then_overall_per_mode() -> None:
+    outcomes = [
+        outcome("prompt", "simple_python", True, False, 1.0),
+        outcome("prompt", "simple_python", False, False, 3.0),
+        outcome("prompt", "irrelevance", True, True, 2.0),
+        outcome("hermes", "simple_python", False, True, 4.0),
+    ]
+    assert table(outcomes, "HEAD").splitlines() == [
+        "HEAD",
+        "",
+        "| mode | category | correct (BFCL checker) | markup leaked | median latency |",
+        "|---|---|---|---|---|",
+        "| prompt | simple_python | 1/2 (50%) | 0/2 (0%) | 2.0 s |",
+        "| prompt | irrelevance | 1/1 (100%) | 1/1 (100%) | 2.0 s |",
+        "| prompt | **overall** | 2/3 (67%) | 1/3 (33%) | 2.0 s |",
+        "| hermes | simple_python | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
+        "| hermes | **overall** | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
+    ]
