@@ -95,7 +95,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     offered = [t for t in turn.tools if named is None or t.name == named]
     if choice.mode == "none":
         offered = []
-    max_calls = rule.call_limit(turn.parallel_allowed)
+    max_calls = rule.call_limit(turn.parallel_request)
     messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages)))
     if offered:
         instructions = fmt.render_tools(offered, choice, max_calls > 1)

@@ -81,6 +81,11 @@ class UpstreamConfig(_Strict):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+# Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
+# ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).
+PARALLEL_CALLS_DEFAULT = 8
+
+
 class ModelRule(_Strict):
     """How to serve the models whose name matches ``match`` (a glob)."""
 
@@ -149,13 +154,19 @@ class ModelRule(_Strict):
     def emulated(self) -> bool:
         return self.tool_mode in FORMATS
 
-    def call_limit(self, parallel_allowed: bool) -> int:
-        """How many calls one turn may carry: 1 unless the request allows parallel calls."""
-        if not parallel_allowed:
+    def call_limit(self, parallel: bool | None) -> int:
+        """How many calls one turn may carry, from the request's ``parallel_tool_calls``.
+
+        ``False``: one. Emulated: absent keeps one (``max_tool_calls`` when set), an explicit ``True``
+        allows ``max_tool_calls`` or ``PARALLEL_CALLS_DEFAULT`` (a model that must stop after each
+        call loses little by being told it may write several). Native: ``max_tool_calls`` or 128."""
+        if parallel is False:
             return 1
         if self.max_tool_calls is not None:
             return self.max_tool_calls
-        return 1 if self.emulated or self.tool_mode == "auto" else 128
+        if not (self.emulated or self.tool_mode == "auto"):
+            return 128
+        return PARALLEL_CALLS_DEFAULT if parallel else 1
 
 
 class RulesFile(_Strict):
