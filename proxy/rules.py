@@ -51,6 +51,9 @@ class UpstreamConfig(_Strict):
     extra_body_fields: tuple[str, ...] = Field(
         (), description="request fields forwarded besides OpenAI's chat fields (e.g. top_k, min_p)"
     )
+    # how this server takes a decoding grammar (see constraint.py): "gbnf" (llama.cpp, llama-cpp-python:
+    # ``grammar``), "vllm" (``structured_outputs.grammar``), "none" (no constraint is sent)
+    constraint_dialect: Literal["gbnf", "vllm", "none"] = "none"
 
     @field_validator("extra_body_fields")
     @classmethod
@@ -104,6 +107,9 @@ class ModelRule(_Strict):
     max_required_retries: int = Field(1, ge=0, le=5)
     on_missing_call: Literal["error", "text"] = "error"  # a demanded call never came: 502, or the text
     max_stop_sequences: int = Field(4, ge=1)
+    # constrained decoding of emulated calls (constraint.py): "auto" where the upstream has a
+    # constraint_dialect, true (the upstream must have one), false never
+    constrained: Literal["auto"] | bool = False
     # conversation policies
     max_consecutive_tool_turns: int | None = Field(None, ge=1)
     max_repeated_calls: int | None = Field(3, ge=2)
@@ -322,6 +328,11 @@ def load_rules(path: str | os.PathLike[str]) -> RuleSet:
         if rule.upstream not in upstreams:
             known = ", ".join(sorted(upstreams)) or "none defined"
             raise RulesError(f"{file}: models[{i}].upstream: unknown upstream {rule.upstream!r} (known: {known})")
+        if rule.constrained is True and upstreams[rule.upstream].constraint_dialect == "none":
+            raise RulesError(
+                f"{file}: models[{i}].constrained: true needs upstreams.{rule.upstream}.constraint_dialect "
+                '("gbnf" or "vllm"); "auto" uses one only where it is set'
+            )
     checked = [rule for _, _, rule in placed]
     if not checked:
         raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
