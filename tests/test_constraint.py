@@ -15,20 +15,14 @@ from toolshim.rules import RulesError, load_rules
 
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
+from tests.gbnf import accepts, parses
 from tests.test_emulation import ask, call_text, pieces
 
-llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
 TOOLS = [ToolSpec.from_openai(t) for t in OPENAI_TOOLS.values()]
 
 
 def constrained(constrained: Any = True, fmt: str = "hermes") -> list[dict[str, Any]]:
     return [{"match": "*", "upstream": "up", "tool_mode": fmt, "constrained": constrained}]
-
-
-def parses(grammar: str) -> bool:
-    """llama.cpp's own GBNF parser accepts the grammar (it raises on a syntax error)."""
-    llama_grammar.LlamaGrammar.from_string(grammar, verbose=True)
-    return True
 
 
 @pytest.mark.parametrize("mode", ["auto", "required", "named"])
@@ -45,10 +39,36 @@ def test_hermes_grammar_parses_and_names_every_tool(mode: str, max_calls: int) -
         assert lines[f"tool-{i}"].startswith(json.dumps(json.dumps(tool.name) + ', "arguments": '))
 
 
+def render(*calls: tuple[str, dict[str, Any]]) -> str:
+    records = [ToolCallRecord(f"c{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]
+    return get_format("hermes").render_calls(records)
+
+
+def test_the_parse_check_can_fail() -> None:
+    assert parses('root ::= "a" [^<\\x00]*') and not parses('root ::= "a" (')
+
+
 def test_grammar_wraps_calls_as_hermes_writes_them() -> None:
-    rendered = get_format("hermes").render_calls([ToolCallRecord("c", "get_weather", '{"city": "Paris"}')])
+    rendered = render(("get_weather", {"city": "Paris"}))
     assert rendered.startswith(CALL_HEAD + '"get_weather", "arguments": ') and rendered.endswith(CALL_TAIL)
-    assert json.loads(rendered[len(CALL_HEAD) - len('{"name": ') : -len(CALL_TAIL) + 1])["name"] == "get_weather"
+
+
+def test_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
+    """llama.cpp's own sampler, token by token: what the grammar lets the model write."""
+    required = GrammarCache().get("hermes", TOOLS, ToolChoice("required"), 2)
+    auto = GrammarCache().get("hermes", TOOLS, ToolChoice("auto"), 1)
+    assert required is not None and auto is not None
+    paris, limit = ("get_weather", {"city": "Paris", "unit": "celsius"}), ("search_docs", {"query": "x", "limit": 3})
+    assert accepts(required.text, render(paris))
+    assert accepts(required.text, render(paris, limit))  # two calls: the limit is 2
+    assert not accepts(required.text, render(paris, paris, paris))  # past the limit
+    assert not accepts(required.text, render(("get_weather", {"city": "Paris", "unit": "kelvin"})))  # enum
+    assert not accepts(required.text, render(("get_weather", {"unit": "celsius"})))  # required city
+    assert not accepts(required.text, render(("search_docs", {"query": "x", "limit": "3"})))  # integer
+    assert not accepts(required.text, render(("delete_everything", {})))  # not offered
+    assert not accepts(required.text, "Sure, let me check.")  # a call was demanded
+    assert accepts(auto.text, "It is sunny in Paris.") and accepts(auto.text, render(paris))
+    assert not accepts(auto.text, render(paris, paris))  # one call allowed
 
 
 def test_cache_returns_the_same_grammar_without_building() -> None:
