@@ -48,12 +48,13 @@ from typing import Any, Literal
 from .allowlist import Injected
 from .formats import ToolChoice, ToolSpec
 from .formats._hermes_markup import CLOSE, OPEN
+from .rules import CONSTRAINED_FORMATS
 
 log = logging.getLogger(__name__)
 
 Dialect = Literal["gbnf", "vllm", "none"]
 DIALECTS: tuple[str, ...] = ("gbnf", "vllm", "none")
-SUPPORTED_FORMATS: frozenset[str] = frozenset({"hermes"})
+SUPPORTED_FORMATS = CONSTRAINED_FORMATS
 _CACHE_SIZE = 256
 CALL_HEAD = OPEN + '\n{"name": '  # as hermes' render_call writes a call
 CALL_TAIL = "}\n" + CLOSE

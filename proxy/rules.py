@@ -84,6 +84,9 @@ class UpstreamConfig(_Strict):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+# The formats constraint.py builds a grammar for (kept here so the rules need not import it).
+CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes"})
+
 # Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
 # ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).
 PARALLEL_CALLS_DEFAULT = 8
@@ -353,6 +356,13 @@ def lint(rules: RuleSet) -> list[str]:
                     "matches every name it does and comes first: it is never used"
                 )
                 break
+    for i, rule in enumerate(rules.models):
+        emulates = rule.fallback_format if rule.tool_mode == "auto" else rule.tool_mode
+        if rule.constrained is not False and emulates in FORMATS and emulates not in CONSTRAINED_FORMATS:
+            found.append(
+                f"models[{i}].constrained: format {emulates!r} has no grammar (only "
+                f"{_quoted(sorted(CONSTRAINED_FORMATS))}): its calls go unconstrained"
+            )
     for name, upstream in rules.upstreams.items():
         if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
             found.append(

@@ -11,7 +11,7 @@ import openai
 import pytest
 from toolshim.constraint import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
-from toolshim.rules import RulesError, load_rules
+from toolshim.rules import RulesError, lint, load_rules
 
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
@@ -108,6 +108,10 @@ def test_constrained_true_needs_a_dialect(tmp_path: Path) -> None:
     rules["models"] = constrained("auto")
     path.write_text(json.dumps(rules))
     assert load_rules(path).models[0].constrained == "auto"
+    assert lint(load_rules(path)) == []
+    rules["models"] = constrained("auto", fmt="react")
+    path.write_text(json.dumps(rules))
+    assert any("'react' has no grammar" in line for line in lint(load_rules(path)))
 
 
 @pytest.mark.parametrize("dialect", ["gbnf", "vllm"])
