@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -110,9 +111,23 @@ def allowed_fields(extra: Iterable[str] = ()) -> frozenset[str]:
     return CHAT_FIELDS | frozenset(extra)
 
 
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """A body field toolshim itself set (a decoding constraint): passes the allowlist, unwrapped.
+
+    A client's JSON decodes only to plain values, so a field wrapped in this can only come from
+    toolshim: a client-sent ``grammar`` is still dropped while toolshim's own goes through."""
+
+    value: Any
+
+
 def chat_body(body: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
-    """``body`` with only the ``allowed`` top-level fields, in the client's order."""
-    kept = {key: value for key, value in body.items() if key in allowed}
+    """``body`` with only the ``allowed`` top-level fields (and toolshim's ``Injected`` ones, unwrapped)."""
+    kept = {
+        key: value.value if isinstance(value, Injected) else value
+        for key, value in body.items()
+        if key in allowed or isinstance(value, Injected)
+    }
     if len(kept) != len(body) and log.isEnabledFor(logging.DEBUG):
         dropped = sorted(key[:64] for key in body if key not in allowed)[:20]
         log.debug("fields not forwarded upstream (not in the allowlist): %s", ", ".join(dropped))

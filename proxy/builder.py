@@ -69,6 +69,7 @@ class Attempt:
     finish: str | None = None
     chunks: int = 0
     usage: dict[str, int] | None = None  # the latest usage this attempt reported (some servers repeat it)
+    call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
 
 
 @dataclass(slots=True)
@@ -168,6 +169,8 @@ class ResponseBuilder(Generic[Item]):
     def feed(self, events: list[Event], attempt: Attempt) -> list[Item]:
         out: list[Item] = []
         for event in events:
+            if attempt.cut:
+                break
             if isinstance(event, Text):
                 self._text(event.text, out)
             elif isinstance(event, Reasoning):
@@ -287,8 +290,10 @@ class ResponseBuilder(Generic[Item]):
         if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
             self.tally.sanitized += 1
             return
-        self._release_held(out, before_call=True)
         state = self._open.pop(event.index, None)
+        if self._repeats(event, attempt) and state is None:
+            return  # the same call again in one turn: a model writing on in a loop, cut there
+        self._release_held(out, before_call=True)
         if state is None:
             index = self.calls_sent
             self.produced_output = True
@@ -304,6 +309,19 @@ class ResponseBuilder(Generic[Item]):
         self.tally.calls += 1
         self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
         self.tally.repairs.extend(event.repairs)
+
+    def _repeats(self, event: ToolCallEnd, attempt: Attempt) -> bool:
+        """Is this call a repeat of one made earlier in the attempt? Then the turn is cut after it.
+
+        With several calls allowed the stop after a call block is dropped, and a small model that
+        has made its call(s) often writes the same call again and again until the token limit."""
+        key = event.name + "\0" + _canonical(event.arguments)
+        if key not in attempt.call_keys:
+            attempt.call_keys.add(key)
+            return False
+        attempt.cut = True
+        self.tally.cuts += 1
+        return True
 
     def _malformed(self, event: Malformed, attempt: Attempt) -> None:
         attempt.malformed.append(event)
@@ -354,3 +372,11 @@ def _same_json(a: str, b: str) -> bool:
         return bool(json.loads(a) == json.loads(b))
     except ValueError:
         return False
+
+
+def _canonical(arguments: str) -> str:
+    """The arguments with key order and spacing left out, for comparing two calls."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments

@@ -28,11 +28,12 @@ from typing import Any
 
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
+from .constraint import Constraining
 from .context import RequestInfo
 from .delta import decode, parse_payload
 from .dumps import DumpWriter
 from .echo import Instructions
-from .errors import NoValidToolCall
+from .errors import NoValidToolCall, UpstreamHTTPError
 from .formats import StreamParser
 from .formats._thought import set_thinking
 from .formats.lenient import new_parser
@@ -63,6 +64,7 @@ class Emulator:
         dumps: DumpWriter | None = None,
         log_content: bool = False,
         buffered: bool = False,
+        constraint: Constraining | None = None,
     ) -> None:
         self.upstream = upstream
         self.plan = plan
@@ -71,6 +73,7 @@ class Emulator:
         self.metrics = metrics
         self.include_usage = include_usage
         self.dumps = dumps
+        self.constraint = constraint  # the grammar fields, until the upstream rejects them
         self.log_content = log_content and log.isEnabledFor(logging.DEBUG)
         self._pending_start: list[Chunk] = []  # the role chunk, held until there is output
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
@@ -104,7 +107,7 @@ class Emulator:
         while True:
             attempt = Attempt(can_repair=repairs_left > 0)
             body = self._body(extra, attempt_no)
-            upstream_stream = await open_stream(self.upstream, body, self.rule.first_token_timeout)
+            upstream_stream = await self._open(body)
             try:
                 async for chunk in self._read(upstream_stream, attempt):
                     yield chunk
@@ -128,6 +131,22 @@ class Emulator:
             raise NoValidToolCall(self._missing_call_message(attempt_no))
         for chunk in self._emit(self.builder.finish(attempt, self.include_usage)):
             yield chunk
+
+    async def _open(self, body: dict[str, Any]) -> UpstreamStream:
+        """The upstream stream, constrained where a grammar applies; a constraint the upstream
+        refuses (400/422 naming it) is dropped, remembered for the upstream, and the request sent again."""
+        constraint = self.constraint
+        if constraint is None:
+            return await open_stream(self.upstream, body, self.rule.first_token_timeout)
+        try:
+            return await open_stream(self.upstream, {**body, **constraint.fields}, self.rule.first_token_timeout)
+        except UpstreamHTTPError as err:
+            if not constraint.rejected(err.status, err.message):
+                raise
+            log.warning("upstream %s refused the decoding constraint (%s): sent without it", self.upstream.name, err)
+            self.constraint = None
+            constraint.on_rejected()
+            return await open_stream(self.upstream, body, self.rule.first_token_timeout)
 
     def _missing_call_message(self, reasks: int) -> str:
         target = f"the function '{self.plan.tool_choice.name}'" if self.plan.tool_choice.mode == "named" else "a tool"

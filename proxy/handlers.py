@@ -149,6 +149,7 @@ def start_job(request: web.Request, turn: ChatTurn, resolved: Resolved) -> modes
         state.auto_emulate_until,
         settings.dump_dir,
         settings.log_content,
+        state.runtime.rules.upstreams[resolved.upstream_name].constraint_dialect,
     )
 
 

@@ -8,6 +8,7 @@ with the rule's ``fallback_format`` and remembers that model for ``auto_fallback
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from . import native
 from .chunks import ChunkFactory, accumulate, split_completion
+from .constraint import GRAMMARS, Constraining, body_fields
 from .context import RequestInfo
 from .delta import well_formed
 from .dumps import DEFAULT_DUMP_DIR, DumpWriter
@@ -25,12 +27,13 @@ from .errors import DeadlineExceeded, UpstreamHTTPError, UpstreamProtocolError
 from .formats import get_format
 from .metrics import Metrics
 from .redact import REDACTOR
-from .rewrite import build_plan
+from .rewrite import EmulationPlan, build_plan
 from .rules import Resolved
 from .sse import DONE_BYTES, encode_json
 from .turn import ChatTurn
 from .upstream import Upstream
 
+log = logging.getLogger(__name__)
 _TOOLS_REJECTED = re.compile(r"tool|function[ _-]?call", re.IGNORECASE)
 _MAX_REMEMBERED = 10_000
 T = TypeVar("T")
@@ -54,6 +57,7 @@ class ChatJob:
     auto_memory: dict[str, float]
     dump_dir: Path | None = None
     log_content: bool = False
+    constraint_dialect: str = "none"  # the upstream's (rules.UpstreamConfig.constraint_dialect)
     emulator: Emulator | None = None  # once the emulated path started
 
     @property
@@ -78,8 +82,37 @@ class ChatJob:
             DumpWriter(folder) if folder else None,
             self.log_content,
             buffered=not self.turn.stream,
+            constraint=self._constraint(plan),
         )
         return self.emulator
+
+    def _constraint(self, plan: EmulationPlan) -> Constraining | None:
+        """The decoding constraint for this plan: where the rule asks for one, the upstream takes
+        one, it has not refused one lately, and the format and tools have a grammar."""
+        if self.resolved.rule.constrained is False or self.constraint_dialect == "none":
+            return None
+        if self.auto_memory.get(self._constraint_key(), 0.0) > time.monotonic():
+            return None
+        grammar = GRAMMARS.get(plan.format.name, plan.tools, plan.tool_choice, plan.max_calls)
+        if grammar is None:
+            return None
+        log.debug(
+            "grammar: %d chars, built in %.1f ms (cached: %s)",
+            len(grammar.text),
+            grammar.build_seconds * 1e3,
+            grammar.cached,
+        )
+        return Constraining(body_fields(self.constraint_dialect, grammar.text), self._remember_constraint_refused)
+
+    def _constraint_key(self) -> str:
+        return f"constraint\0{self.resolved.upstream_name}"
+
+    def _remember_constraint_refused(self) -> None:
+        """The upstream refused a constraint: none goes to it for ``auto_fallback_ttl`` seconds."""
+        if len(self.auto_memory) >= _MAX_REMEMBERED:
+            self.auto_memory.clear()
+        self.auto_memory[self._constraint_key()] = time.monotonic() + self.resolved.rule.auto_fallback_ttl
+        self.note_policy("constraint_refused")
 
     def finish_chunk(self, reason: str) -> dict[str, Any]:
         """A finish chunk that belongs to the stream already sent (same id, model, created)."""

@@ -100,7 +100,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     offered = [t for t in turn.tools if named is None or t.name == named]
     if choice.mode == "none":
         offered = []
-    max_calls = rule.call_limit(turn.parallel_allowed)
+    max_calls = rule.call_limit(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
     messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
     instructions = ""

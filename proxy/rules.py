@@ -55,6 +55,9 @@ class UpstreamConfig(_Strict):
         "auto",
         description="the tokenizer endpoint that counts usage the upstream did not report; auto: try both, remember",
     )
+    # how this server takes a decoding grammar (see constraint.py): "gbnf" (llama.cpp, llama-cpp-python:
+    # ``grammar``), "vllm" (``structured_outputs.grammar``), "none" (no constraint is sent)
+    constraint_dialect: Literal["gbnf", "vllm", "none"] = "none"
 
     @field_validator("extra_body_fields")
     @classmethod
@@ -85,6 +88,14 @@ class UpstreamConfig(_Strict):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+# The formats constraint.py builds a grammar for (kept here so the rules need not import it).
+CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes"})
+
+# Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
+# ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).
+PARALLEL_CALLS_DEFAULT = 8
+
+
 class ModelRule(_Strict):
     """How to serve the models whose name matches ``match`` (a glob)."""
 
@@ -107,6 +118,9 @@ class ModelRule(_Strict):
     reask_temperature: float | None = Field(0.3, ge=0, le=2)
     max_stop_sequences: int = Field(4, ge=1)
     thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
+    # constrained decoding of emulated calls (constraint.py): "auto" where the upstream has a
+    # constraint_dialect, true (the upstream must have one), false never
+    constrained: Literal["auto"] | bool = False
     # conversation policies
     max_consecutive_tool_turns: int | None = Field(None, ge=1)
     max_repeated_calls: int | None = Field(3, ge=2)
@@ -157,13 +171,19 @@ class ModelRule(_Strict):
     def emulated(self) -> bool:
         return self.tool_mode in FORMATS
 
-    def call_limit(self, parallel_allowed: bool) -> int:
-        """How many calls one turn may carry: 1 unless the request allows parallel calls."""
-        if not parallel_allowed:
+    def call_limit(self, parallel: bool | None) -> int:
+        """How many calls one turn may carry, from the request's ``parallel_tool_calls``.
+
+        ``False``: one. Emulated: absent keeps one (``max_tool_calls`` when set), an explicit ``True``
+        allows ``max_tool_calls`` or ``PARALLEL_CALLS_DEFAULT`` (a model that must stop after each
+        call loses little by being told it may write several). Native: ``max_tool_calls`` or 128."""
+        if parallel is False:
             return 1
         if self.max_tool_calls is not None:
             return self.max_tool_calls
-        return 1 if self.emulated or self.tool_mode == "auto" else 128
+        if not (self.emulated or self.tool_mode == "auto"):
+            return 128
+        return PARALLEL_CALLS_DEFAULT if parallel else 1
 
 
 class RulesFile(_Strict):
@@ -319,6 +339,11 @@ def load_rules(path: str | os.PathLike[str]) -> RuleSet:
         if rule.upstream not in upstreams:
             known = ", ".join(sorted(upstreams)) or "none defined"
             raise RulesError(f"{file}: models[{i}].upstream: unknown upstream {rule.upstream!r} (known: {known})")
+        if rule.constrained is True and upstreams[rule.upstream].constraint_dialect == "none":
+            raise RulesError(
+                f"{file}: models[{i}].constrained: true needs upstreams.{rule.upstream}.constraint_dialect "
+                '("gbnf" or "vllm"); "auto" uses one only where it is set'
+            )
     checked = [rule for _, _, rule in placed]
     if not checked:
         raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
@@ -339,6 +364,13 @@ def lint(rules: RuleSet) -> list[str]:
                     "matches every name it does and comes first: it is never used"
                 )
                 break
+    for i, rule in enumerate(rules.models):
+        emulates = rule.fallback_format if rule.tool_mode == "auto" else rule.tool_mode
+        if rule.constrained is not False and emulates in FORMATS and emulates not in CONSTRAINED_FORMATS:
+            found.append(
+                f"models[{i}].constrained: format {emulates!r} has no grammar (only "
+                f"{_quoted(sorted(CONSTRAINED_FORMATS))}): its calls go unconstrained"
+            )
     for name, upstream in rules.upstreams.items():
         if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
             found.append(

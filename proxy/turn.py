@@ -87,6 +87,11 @@ class ChatTurn:
         return self.parallel is not False and not self.legacy_functions
 
     @property
+    def parallel_request(self) -> bool | None:
+        """``parallel_tool_calls`` as the call limit reads it: ``False`` in the legacy dialect."""
+        return False if self.legacy_functions else self.parallel
+
+    @property
     def offers_tools(self) -> bool:
         """Tools offered and not switched off by ``tool_choice: "none"``."""
         return bool(self.tool_defs) and self.choice.mode != "none"

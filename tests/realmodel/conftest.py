@@ -33,7 +33,10 @@ MODEL_RULES: dict[str, tuple[str, str]] = {
     "qwen-hermes": ("hermes", "recorded"),
     "qwen-react": ("react", "recorded"),
     "qwen-hermes-direct": ("hermes", "direct"),
+    "qwen-hermes-constrained": ("hermes", "recorded"),
 }
+# Rule options besides the mode (the constrained path: a GBNF grammar, llama.cpp's dialect).
+RULE_OPTIONS: dict[str, dict[str, Any]] = {"qwen-hermes-constrained": {"constrained": True}}
 
 
 @pytest.fixture(scope="session")
@@ -64,9 +67,18 @@ def relay(llama: Service) -> Iterator[RecordingRelay]:
 def toolshim(llama: Service, relay: RecordingRelay) -> Iterator[Service]:
     """toolshim serving one rule per mode under test."""
     rules: dict[str, Any] = {
-        "upstreams": {"direct": {"base_url": llama.base_url}, "recorded": {"base_url": relay.base_url}},
+        "upstreams": {
+            "direct": {"base_url": llama.base_url},
+            "recorded": {"base_url": relay.base_url, "constraint_dialect": "gbnf"},
+        },
         "models": [
-            {"match": name, "upstream": upstream, "tool_mode": mode, "upstream_model": llama.model_id}
+            {
+                "match": name,
+                "upstream": upstream,
+                "tool_mode": mode,
+                "upstream_model": llama.model_id,
+                **RULE_OPTIONS.get(name, {}),
+            }
             for name, (mode, upstream) in MODEL_RULES.items()
         ],
     }

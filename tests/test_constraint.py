@@ -1,0 +1,161 @@
+"""Constrained decoding (issue 11 item 1): the grammar built from the request's tools, how it
+travels upstream (and only when toolshim set it), and the retry without it when refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from toolshim.constraint import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
+from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
+from toolshim.rules import RulesError, lint, load_rules
+
+from tests.fakes import Reply, text_stream
+from tests.formats.tools import OPENAI_TOOLS
+from tests.gbnf import accepts, parses
+from tests.test_emulation import ask, call_text, pieces
+
+TOOLS = [ToolSpec.from_openai(t) for t in OPENAI_TOOLS.values()]
+
+
+def constrained(constrained: Any = True, fmt: str = "hermes") -> list[dict[str, Any]]:
+    return [{"match": "*", "upstream": "up", "tool_mode": fmt, "constrained": constrained}]
+
+
+@pytest.mark.parametrize("mode", ["auto", "required", "named"])
+@pytest.mark.parametrize("max_calls", [1, 3])
+def test_hermes_grammar_parses_and_names_every_tool(mode: str, max_calls: int) -> None:
+    choice = ToolChoice(mode, "get_weather" if mode == "named" else None)  # type: ignore[arg-type]
+    tools = TOOLS[:1] if mode == "named" else TOOLS
+    grammar = GrammarCache().get("hermes", tools, choice, max_calls)
+    assert grammar is not None and not grammar.cached and parses(grammar.text)
+    lines = dict(line.split(" ::= ", 1) for line in grammar.text.splitlines())
+    assert lines["root"] == ("tool-calls | free-text" if mode == "auto" else "tool-calls")
+    assert ("{0,2}" in lines["tool-calls"]) == (max_calls == 3)
+    for i, tool in enumerate(tools):
+        assert lines[f"tool-{i}"].startswith(json.dumps(json.dumps(tool.name) + ', "arguments": '))
+
+
+def render(*calls: tuple[str, dict[str, Any]]) -> str:
+    records = [ToolCallRecord(f"c{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]
+    return get_format("hermes").render_calls(records)
+
+
+def test_the_parse_check_can_fail() -> None:
+    assert parses('root ::= "a" [^<\\x00]*') and not parses('root ::= "a" (')
+
+
+def test_grammar_wraps_calls_as_hermes_writes_them() -> None:
+    rendered = render(("get_weather", {"city": "Paris"}))
+    assert rendered.startswith(CALL_HEAD + '"get_weather", "arguments": ') and rendered.endswith(CALL_TAIL)
+
+
+def test_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
+    """llama.cpp's own sampler, token by token: what the grammar lets the model write."""
+    required = GrammarCache().get("hermes", TOOLS, ToolChoice("required"), 2)
+    auto = GrammarCache().get("hermes", TOOLS, ToolChoice("auto"), 1)
+    assert required is not None and auto is not None
+    paris, limit = ("get_weather", {"city": "Paris", "unit": "celsius"}), ("search_docs", {"query": "x", "limit": 3})
+    assert accepts(required.text, render(paris))
+    assert accepts(required.text, render(paris, limit))  # two calls: the limit is 2
+    assert not accepts(required.text, render(paris, paris, paris))  # past the limit
+    assert not accepts(required.text, render(("get_weather", {"city": "Paris", "unit": "kelvin"})))  # enum
+    assert not accepts(required.text, render(("get_weather", {"unit": "celsius"})))  # required city
+    assert not accepts(required.text, render(("search_docs", {"query": "x", "limit": "3"})))  # integer
+    assert not accepts(required.text, render(("delete_everything", {})))  # not offered
+    assert not accepts(required.text, "Sure, let me check.")  # a call was demanded
+    assert accepts(auto.text, "It is sunny in Paris.") and accepts(auto.text, render(paris))
+    assert not accepts(auto.text, render(paris, paris))  # one call allowed
+
+
+def test_cache_returns_the_same_grammar_without_building() -> None:
+    cache = GrammarCache(size=2)
+    first = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
+    again = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
+    assert first is not None and again is not None
+    assert again.cached and again.build_seconds == 0.0 and again.text == first.text
+    assert cache.get("hermes", TOOLS, ToolChoice("auto"), 1) is not None  # another key
+    assert cache.get("hermes", TOOLS[:1], ToolChoice("auto"), 1) is not None  # evicts the first
+    rebuilt = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
+    assert rebuilt is not None and not rebuilt.cached
+
+
+def test_no_grammar_where_none_fits() -> None:
+    cache = GrammarCache()
+    for fmt in sorted(set(FORMATS) - {"hermes"}):
+        assert cache.get(fmt, TOOLS, ToolChoice("required"), 1) is None, fmt
+    assert cache.get("hermes", TOOLS, ToolChoice("none"), 1) is None
+    assert cache.get("hermes", [], ToolChoice("auto"), 1) is None
+    remote = ToolSpec("f", parameters={"$ref": "https://example.invalid/schema.json"})
+    assert cache.get("hermes", [remote], ToolChoice("auto"), 1) is None  # never fetched
+
+
+def test_body_fields_per_dialect() -> None:
+    assert body_fields("none", "g") == {}
+    assert body_fields("gbnf", "g")["grammar"].value == "g"
+    assert body_fields("vllm", "g")["structured_outputs"].value == {"grammar": "g"}
+
+
+def test_constrained_true_needs_a_dialect(tmp_path: Path) -> None:
+    path = tmp_path / "rules.json5"
+    rules = {"upstreams": {"up": {"base_url": "http://127.0.0.1:1/v1"}}, "models": constrained(True)}
+    path.write_text(json.dumps(rules))
+    with pytest.raises(RulesError, match="constraint_dialect"):
+        load_rules(path)
+    rules["models"] = constrained("auto")
+    path.write_text(json.dumps(rules))
+    assert load_rules(path).models[0].constrained == "auto"
+    assert lint(load_rules(path)) == []
+    rules["models"] = constrained("auto", fmt="react")
+    path.write_text(json.dumps(rules))
+    assert any("'react' has no grammar" in line for line in lint(load_rules(path)))
+
+
+@pytest.mark.parametrize("dialect", ["gbnf", "vllm"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_grammar_goes_upstream(start_proxy, fake_upstream, dialect: str, stream: bool) -> None:
+    proxy = await start_proxy(models=constrained(True), upstream_extra={"constraint_dialect": dialect})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes")))))
+    hostile = 'root ::= "<tool_call>{\\"name\\": \\"rm_rf\\"}"'
+    result = await ask(proxy, stream, tool_choice="required", extra_body={"grammar": hostile})
+    assert result["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    body = fake_upstream.requests[-1]
+    grammar = body["grammar"] if dialect == "gbnf" else body["structured_outputs"]["grammar"]
+    assert parses(grammar) and "get_weather" in grammar and "rm_rf" not in grammar
+    assert grammar.splitlines()[-1] == "root ::= tool-calls"
+    if dialect == "vllm":
+        assert "grammar" not in body
+
+
+@pytest.mark.parametrize("setting", [False, "auto"])
+async def test_client_grammar_is_dropped_when_toolshim_sets_none(start_proxy, fake_upstream, setting: Any) -> None:
+    """Security issue 15: a client's ``grammar`` never reaches the upstream on its own."""
+    proxy = await start_proxy(models=constrained(setting))  # "auto" with no dialect: no constraint
+    fake_upstream.script(Reply(pieces=text_stream(pieces("Hello"))))
+    await ask(proxy, False, extra_body={"grammar": 'root ::= "x"', "structured_outputs": {"regex": "x"}})
+    body = fake_upstream.requests[-1]
+    assert "grammar" not in body and "structured_outputs" not in body
+
+
+async def test_refused_grammar_is_retried_without_and_remembered(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=constrained("auto"), upstream_extra={"constraint_dialect": "gbnf"})
+    refused = Reply(status=400, body={"error": {"message": "Unrecognized parameter: grammar", "type": "x"}})
+    answer = Reply(pieces=text_stream(pieces(call_text("hermes"))))
+    fake_upstream.script(refused, answer)
+    result = await ask(proxy, False, tool_choice="required")
+    assert result["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert ["grammar" in body for body in fake_upstream.requests] == [True, False]
+    await ask(proxy, True, tool_choice="required")
+    assert "grammar" not in fake_upstream.requests[-1], "the refusal was not remembered"
+    assert proxy.metrics.policy_actions.labels("*", "constraint_refused")._value.get() == 1
+
+
+async def test_other_upstream_errors_are_not_retried(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=constrained("auto"), upstream_extra={"constraint_dialect": "gbnf"})
+    fake_upstream.script(Reply(status=400, body={"error": {"message": "context length exceeded", "type": "x"}}))
+    with pytest.raises(openai.BadRequestError):
+        await ask(proxy, False, tool_choice="required")
+    assert len(fake_upstream.requests) == 1
