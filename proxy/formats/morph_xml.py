@@ -45,6 +45,7 @@ from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
 from .base import Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
+_BLANKS = 16  # blanks allowed before a closing tag's ">" (bounds what BODY holds back)
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
@@ -75,6 +76,7 @@ class MorphXmlParser:
         self._close_tag = ""
         self._depth = 0
         self._tags = re.compile("(?!)")  # the open element's opening and closing tags
+        self._partial_close = self._tags  # a closing tag without its ">" yet
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.THINK: self._step_think,
@@ -129,7 +131,8 @@ class MorphXmlParser:
             name = self._opens[marker]
             self._calls.start(name)
             self._raw, self._open_tag, self._close_tag, self._depth = [marker], marker, f"</{name}>", 1
-            self._tags = re.compile(f"{re.escape(marker)}|{re.escape(self._close_tag)}")
+            close = rf"</{re.escape(name)}[ \t]{{0,{_BLANKS}}}"  # "</NAME >" closes too
+            self._tags, self._partial_close = re.compile(rf"{re.escape(marker)}|{close}>"), re.compile(close)
             self._state = _State.BODY
         return True
 
@@ -143,14 +146,13 @@ class MorphXmlParser:
 
     def _step_body(self) -> bool:
         buf, pos = self._buf, self._pos
-        closing = self._close_tag
         while True:
             match = self._tags.search(buf, pos)
             if match is None:
-                self._take(len(buf) - held_back(buf, pos, (self._open_tag, closing), len(closing)))
+                self._take(len(buf) - self._held_back(buf, pos))
                 return False
             pos = match.end()
-            if match.group() != closing:
+            if not match.group().startswith("</"):
                 self._depth += 1
                 continue
             self._depth -= 1
@@ -158,6 +160,14 @@ class MorphXmlParser:
                 self._take(pos)
                 self._finish("".join(self._raw), closed=True)
                 return True
+
+    def _held_back(self, buf: str, pos: int) -> int:
+        """Length of the tail that may still become the element's opening or closing tag."""
+        held = held_back(buf, pos, (self._open_tag, self._close_tag), len(self._close_tag))
+        lt = buf.rfind("<", max(pos, len(buf) - len(self._close_tag) - _BLANKS))
+        if lt != -1 and self._partial_close.fullmatch(buf, lt):
+            held = max(held, len(buf) - lt)
+        return held
 
     def _take(self, end: int) -> None:
         self._raw.append(self._buf[self._pos : end])
