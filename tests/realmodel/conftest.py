@@ -36,7 +36,11 @@ MODEL_RULES: dict[str, tuple[str, str]] = {
     "qwen-hermes-constrained": ("hermes", "recorded"),
 }
 # Rule options besides the mode (the constrained path: a GBNF grammar, llama.cpp's dialect).
-RULE_OPTIONS: dict[str, dict[str, Any]] = {"qwen-hermes-constrained": {"constrained": True}}
+# Greedy re-asks (reask_temperature null): the grammar does not hold numeric bounds (llama-cpp-python's
+# converter), so a value out of range is re-asked; greedy keeps the answers the same on every run.
+RULE_OPTIONS: dict[str, dict[str, Any]] = {
+    "qwen-hermes-constrained": {"constrained": True, "reask_temperature": None},
+}
 
 
 @pytest.fixture(scope="session")
