@@ -55,8 +55,6 @@ async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_
 
     install_loop_throttle(asyncio.get_running_loop())  # a flood of accept errors logs a line per 10 s
     app = create_app(settings, load_rules(settings.rules_path))
-    runner = await start_site(app, settings.host, settings.port, sockets=sockets, shutdown_timeout=CUT_GRACE)
-    log.info("toolshim worker %d listening on http://%s:%s", os.getpid(), settings.host, settings.port)
     stop = asyncio.Event()
     orphaned = False
 
@@ -68,10 +66,13 @@ async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_
         orphaned = orphaned or (parent_pid is not None and os.getppid() != parent_pid)
         stop.set()
 
+    # The handlers come before the listener starts: a signal during start-up drains, never kills.
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, begin_drain)
     loop.add_signal_handler(signal.SIGHUP, lambda: reload_rules(app))
+    runner = await start_site(app, settings.host, settings.port, sockets=sockets, shutdown_timeout=CUT_GRACE)
+    log.info("toolshim worker %d listening on http://%s:%s", os.getpid(), settings.host, settings.port)
     watcher = asyncio.create_task(_watch_parent(parent_pid, begin_drain)) if parent_pid is not None else None
     await stop.wait()
     if watcher is not None:
