@@ -19,7 +19,9 @@ The JSON-Schema-to-GBNF step is llama.cpp's own converter, the one its server us
 ``json_schema``, as llama-cpp-python ships it (its pure-Python ``llama_grammar.py``, loaded on first use without
 the package, so no native library is loaded). Why not the others: llguidance and outlines-core do not emit
 GBNF (llguidance's Lark dialect needs a llama.cpp built with it, outlines-core emits a regex);
-xgrammar's EBNF is close to GBNF but it pulls a deep-learning stack. Grammars are cached per
+xgrammar's EBNF is close to GBNF but it pulls a deep-learning stack. That copy of the converter
+ignores numeric bounds; integers get them here (``intrange``, an exact digit-range rule), numbers
+(floats) with bounds stay unbounded in the grammar and are checked after, as every call is. Grammars are cached per
 (format, tools, choice, calls) in an LRU, so a repeated tool set costs a dictionary look-up.
 
 How the grammar travels (``dialect``, an upstream option): ``gbnf`` puts it in ``grammar``
@@ -48,6 +50,7 @@ from typing import Any, Literal
 from .allowlist import Injected
 from .formats import ToolChoice, ToolSpec
 from .formats._hermes_markup import CLOSE, OPEN
+from .intrange import integer_bounds, integer_range_rule
 from .rules import CONSTRAINED_FORMATS
 
 log = logging.getLogger(__name__)
@@ -97,9 +100,28 @@ def _grammar_module() -> ModuleType:
     return module
 
 
+@functools.cache
+def _bounded_converter_class() -> type[Any]:
+    """llama.cpp's ``SchemaConverter`` plus integer bounds, which its copy ignores (see ``intrange``).
+
+    A subclass because the converter recurses through ``self.visit``: a bounded integer anywhere
+    (a property, an array item, an ``anyOf`` branch) reaches this override."""
+    module = _grammar_module()
+
+    class BoundedConverter(module.SchemaConverter):  # type: ignore[misc,name-defined]
+        def visit(self, schema: Any, name: str) -> Any:
+            bounds = integer_bounds(schema) if isinstance(schema, dict) else None
+            if bounds is None:
+                return super().visit(schema, name)
+            rule_name = name + "-" if name in module.RESERVED_NAMES else name or "root"
+            return self._add_rule(rule_name, f"({integer_range_rule(*bounds)}) space")
+
+    return BoundedConverter
+
+
 def _converter() -> Any:
-    """A fresh llama.cpp ``SchemaConverter`` (no remote ``$ref`` fetching)."""
-    return _grammar_module().SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    """A fresh converter (llama.cpp's, with integer bounds; no remote ``$ref`` fetching)."""
+    return _bounded_converter_class()(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
 
 
 def _tool_rules(converter: Any, tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:

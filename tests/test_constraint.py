@@ -71,6 +71,58 @@ def test_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
     assert not accepts(auto.text, render(paris, paris))  # one call allowed
 
 
+def bounded(schema: dict[str, Any]) -> str:
+    """The required-call grammar for one tool ``f`` whose argument ``n`` has ``schema``."""
+    params = {"type": "object", "properties": {"n": schema}, "required": ["n"]}
+    grammar = GrammarCache().get("hermes", [ToolSpec("f", parameters=params)], ToolChoice("required"), 1)
+    assert grammar is not None and parses(grammar.text)
+    return grammar.text
+
+
+@pytest.mark.parametrize(
+    ("schema", "allowed", "refused"),
+    [
+        ({"minimum": 5, "maximum": 480}, [5, 45, 480, 99, 100], [4, 481, 1000, -1, 0, 4800]),
+        ({"minimum": -50, "maximum": -3}, [-50, -17, -3], [-51, -2, 0, 3, -500]),
+        ({"minimum": -7, "maximum": 7}, [-7, 0, 7], [-8, 8, 70]),
+        ({"minimum": 5}, [5, 480, 123456789], [4, 0, -5]),
+        ({"minimum": -20}, [-20, -1, 0, 99999], [-21, -200]),
+        ({"maximum": -10}, [-10, -999], [-9, 0, 10]),
+        ({"maximum": 100}, [100, 0, -100000], [101, 1000]),
+        ({"exclusiveMinimum": 0, "exclusiveMaximum": 10}, [1, 9], [0, 10, -1]),
+        ({"minimum": 0, "exclusiveMinimum": True, "maximum": 3.5}, [1, 3], [0, 4]),  # draft 4, float bound
+    ],
+)
+def test_grammar_holds_integer_bounds(schema: dict[str, Any], allowed: list[int], refused: list[int]) -> None:
+    """Issue 11: llama.cpp's sampler lets the model write an in-range integer and nothing else."""
+    text = bounded({"type": "integer", **schema})
+    for n in allowed:
+        assert accepts(text, render(("f", {"n": n}))), n
+    for n in refused:
+        assert not accepts(text, render(("f", {"n": n}))), n
+    assert not accepts(text, render(("f", {"n": allowed[0] + 0.5})))  # still an integer
+
+
+def test_bounds_hold_inside_arrays_and_unions() -> None:
+    """The converter reaches the bounded rule wherever the integer sits (items, anyOf branches)."""
+    item = {"type": "integer", "minimum": 1, "maximum": 3}
+    listed = bounded({"type": "array", "items": item})
+    assert accepts(listed, render(("f", {"n": [1, 3]}))) and not accepts(listed, render(("f", {"n": [1, 4]})))
+    union = bounded({"anyOf": [item, {"type": "string"}]})
+    assert accepts(union, render(("f", {"n": 2}))) and accepts(union, render(("f", {"n": "x"})))
+    assert not accepts(union, render(("f", {"n": 0})))
+
+
+def test_number_bounds_are_left_to_the_check_after() -> None:
+    """Floats with bounds are not held by the grammar (documented); the call is validated after."""
+    assert accepts(bounded({"type": "number", "minimum": 5}), render(("f", {"n": 1.5})))
+
+
+def test_no_grammar_for_an_empty_integer_range() -> None:
+    params = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 4}}}
+    assert GrammarCache().get("hermes", [ToolSpec("f", parameters=params)], ToolChoice("required"), 1) is None
+
+
 def test_cache_returns_the_same_grammar_without_building() -> None:
     cache = GrammarCache(size=2)
     first = cache.get("hermes", TOOLS, ToolChoice("required"), 1)

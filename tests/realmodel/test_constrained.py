@@ -110,4 +110,5 @@ def test_every_constrained_answer_is_a_schema_valid_call(
     assert not markup_in(content), content
     sent = [exchange.request for exchange in recorded.exchanges]
     assert sent and all("grammar" in body for body in sent), "the grammar did not go upstream"
+    assert len(sent) == 1, f"re-asked: the grammar let an invalid call through ({len(sent)} attempts)"
     assert sent[0]["grammar"].splitlines()[-1] == "root ::= tool-calls"
