@@ -73,7 +73,7 @@ async def test_an_invented_tool_result_never_reaches_the_client(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("sep", [", ", ",\n", "\n"])
+@pytest.mark.parametrize("sep", [", ", ",\n", " ;\n"])
 async def test_react_two_input_objects_are_two_calls(start_proxy, fake_upstream, stream: bool, sep: str) -> None:
     proxy = await start_proxy(models=emulated("react", max_repair_retries=0))
     text = f'Action: get_weather\nAction Input: {{"city": "Paris"}}{sep}{{"city": "Lyon"}}\n'

@@ -99,7 +99,7 @@ _OBSERVATION = Marker.OBSERVATION.value.lower() + ":"
 _MIN_PARTIAL_STOP = 3  # "Obs": shorter line ends ("O") are too likely to be real text
 
 
-_NEXT_INPUT = re.compile(r"[ \t\r\n,;]*")  # between two Action Input objects
+_NEXT_INPUT = re.compile(r"[ \t\r\n,;]*")  # between two Action Input objects (a comma or semicolon required)
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
@@ -509,7 +509,7 @@ class _ReactParser:
         sep = _NEXT_INPUT.match(buf, pos).end()  # type: ignore[union-attr]
         if sep == len(buf) and sep - pos <= MAX_HOLDBACK and not self._final:
             return False  # blanks and commas: a next object may follow
-        if sep < len(buf) and buf[sep] == "{":
+        if sep < len(buf) and buf[sep] == "{" and ("," in buf[pos:sep] or ";" in buf[pos:sep]):
             return self._next_input(buf[pos:sep], sep)
         if self._fenced:
             end = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
