@@ -24,6 +24,7 @@ from typing import Generic, Literal, Protocol, TypeVar, cast
 from .echo import EchoFilter, Instructions
 from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
 from .formats.base import FinishReason
+from .formats.plain import plain_text
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class ResponseBuilder(Generic[Item]):
         out: list[Item] = []
         self._release_held(out)
         if not self.calls_sent and not "".join(self._sent_text).strip():
-            self._send_fallback(out)
+            self._send_fallback(out, attempt.finish == "length")
         if self.calls_sent:
             reason = "tool_calls"
         else:
@@ -217,11 +218,12 @@ class ResponseBuilder(Generic[Item]):
             out.append(self.renderer.usage(usage))
         return out
 
-    def _send_fallback(self, out: list[Item]) -> None:
-        """No call and no text: the model's own text from an earlier attempt, else its malformed block."""
+    def _send_fallback(self, out: list[Item], cut: bool) -> None:
+        """No call and no text: the model's own text from an earlier attempt, else the words of its
+        malformed block without markup (none when the length limit cut it: the finish says ``length``)."""
         text = "".join(self._attempt_text) or self._fallback
-        if not text.strip() and self._malformed_raw.strip():
-            text = self._malformed_raw.strip()
+        if not text.strip() and self._malformed_raw.strip() and not cut:
+            text = plain_text(self._malformed_raw)
             if self._filter is not None:
                 text = (self._filter.feed(text) + self._filter.flush()).strip()
         if text.strip():

@@ -24,7 +24,8 @@ Parser states (one ``_step_*`` method each, see ``CaretParser._steps``) and tran
 
 * PROSE: text; at each line start decide (reading at most ``MAX_HOLDBACK`` characters) whether
   the line is an opener ``^^^name`` (-> HEADER, or the cut when ``max_calls`` calls started),
-  a stray ``^^^`` (dropped), a ``````` fence toggle (markers inside fences stay text), or text.
+  a stray ``^^^`` (dropped), an opener written wrong ``^^^name: args`` (-> HEADER, the block Malformed),
+  a ``````` fence toggle (markers inside fences stay text; a fence opening with a call: ``_guard``), or text.
   ``<think>`` -> THINK.
 * THINK: reasoning until ``</think>`` -> PROSE.
 * HEADER: whole lines; ``^^^`` -> PROSE (call finalized), ``^^^other`` -> implicit close and a
@@ -56,6 +57,7 @@ from typing import Any
 from ._args import parse_json_lenient
 from ._calls import CallSlots, truncated
 from ._caret_header import BLOCK_SCALARS, Header
+from ._guard import CallOpener, guard
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
@@ -72,6 +74,8 @@ from .base import (
 _THINK_OPEN, _THINK_CLOSE, _BODY_CLOSE = "<think>", "</think>", "\n^^^"
 # ``^^^name``; a caret too many right before the name (``^^^^name``) is still an opener
 _OPENER = re.compile(r"(?:\^{3}|\^{4,}(?=\w))[ \t]*([\w.\-]*)[ \t]*\r?")
+# ``^^^name: args`` / ``^^^name(args)``: a block opener with junk after the name (Malformed, never text)
+_BAD_OPENER = re.compile(r"\^{3,}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*[:(\[{=,]")
 _OPENER_PREFIX = re.compile(r"\^*|(?:\^{3}|\^{4,}(?=\w))[ \t]*[\w.\-]*[ \t]*\r?")
 _FENCE = re.compile(r"[ \t]{0,16}```")
 _FENCE_PREFIX = re.compile(r"[ \t]{0,16}`{0,2}")
@@ -99,6 +103,7 @@ class _Line(Enum):
     FENCE = auto()
     OPENER = auto()
     STRAY = auto()  # starts with ``^^^`` but is no opener: the carets are markup, the rest is text
+    BAD_OPENER = auto()  # ``^^^name: value``: an opener written wrong, a Malformed block
 
 
 def _line_kind(line: str, complete: bool, fenced: bool) -> tuple[_Line, str]:
@@ -112,6 +117,9 @@ def _line_kind(line: str, complete: bool, fenced: bool) -> tuple[_Line, str]:
     stray = (_Line.STRAY, "") if line.startswith("^^^") else (_Line.TEXT, "")
     if len(line) > MAX_HOLDBACK:
         return stray
+    bad = _BAD_OPENER.match(line)
+    if bad is not None:
+        return (_Line.BAD_OPENER, bad.group(1)) if complete else (_Line.WAIT, "")
     if complete:
         m = _OPENER.fullmatch(line)
         return (_Line.OPENER, m.group(1)) if m else stray
@@ -131,6 +139,7 @@ class _Block:
     line: list[str] = field(default_factory=list)  # pieces of the unfinished header line
     body: list[str] | None = None  # starts with the newline of the ``---`` line
     close: str = ""
+    bad: str | None = None  # why the opener line itself is wrong: the block is Malformed
 
     def raw(self) -> str:
         return "".join(self.head) + "".join(self.body or ()) + self.close
@@ -230,12 +239,12 @@ class CaretParser:
                 nl = data.find("\n", pos, pos + MAX_HOLDBACK + 1)
                 line = data[pos : nl if nl != -1 else pos + MAX_HOLDBACK + 1]
                 kind, name = _line_kind(line, nl != -1 or self._final, self._fenced)
-                if kind is _Line.WAIT or kind is _Line.OPENER:
+                if kind is _Line.WAIT or kind is _Line.OPENER or kind is _Line.BAD_OPENER:
                     out.text(Text, data[start:pos])
                     self._pos = pos
                     if kind is _Line.WAIT:
                         return False
-                    self._opener_line(nl, name)
+                    self._opener_line(nl, name, kind is _Line.BAD_OPENER)
                     return True
                 self._bol = False
                 if kind is _Line.FENCE:
@@ -254,12 +263,15 @@ class CaretParser:
                 return True
             pos, self._bol = m.end(), True
 
-    def _opener_line(self, nl: int, name: str) -> None:
-        """A complete ``^^^name`` line opens a block; a lone ``^^^`` outside a block is dropped."""
+    def _opener_line(self, nl: int, name: str, bad: bool = False) -> None:
+        """A complete ``^^^name`` line opens a block; a lone ``^^^`` outside a block is dropped.
+        A ``bad`` opener (``^^^name: value``) opens a block too, so all of it is one Malformed."""
         end = nl + 1 if nl != -1 else len(self._buf)
         self._bol = False
         if name:
             self._open(name, self._buf[self._pos : end])
+            if bad and self._block is not None:
+                self._block.bad = "malformed block header (write the arguments on their own lines)"
         else:  # stray closing markup: dropped, the next line starts fresh
             self._bol = True
         self._pos = end
@@ -373,7 +385,7 @@ class CaretParser:
         self._block, self._state, self._bol = None, _State.PROSE, True
         spec = self._calls.spec(block.name)
         args, repairs = block.header.arguments(spec.parameters if spec is not None else {})
-        error, content = block.header.error, block.content()
+        error, content = block.bad or block.header.error, block.content()
         if error is None and content is not None:
             if isinstance(args, dict) and "content" not in args:
                 args["content"] = content
@@ -494,4 +506,4 @@ class CaretFormat:
         return ("\n^^^\n",)
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return CaretParser(tools, max_calls)
+        return guard(CaretParser(tools, max_calls), CallOpener(re.compile(r"\^\^\^")))

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
+from ._guard import CallOpener, guard
 from ._hermes_calls import CallAssembler
 from ._hermes_markup import (
     BARE_STOPS,
@@ -569,4 +570,4 @@ class HermesFormat:
         return (CLOSE,)  # every block ends with it, the next block follows
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return HermesParser(tools, max_calls)
+        return guard(HermesParser(tools, max_calls), CallOpener(re.compile(r"<tool_call[\s>]")))

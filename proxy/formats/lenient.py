@@ -67,6 +67,7 @@ from dataclasses import replace
 from ._calls import CallSlots
 from ._foreign import ForeignCalls
 from ._foreign_open import BLOCK_CAP, HOLD_CAP
+from ._guard import guard
 from ._text import EventBuffer
 from .base import (
     Event,
@@ -197,4 +198,5 @@ def rescue(raw: str, tools: Sequence[ToolSpec]) -> list[ToolCallEnd] | None:
 def new_parser(fmt: ToolFormat, tools: Sequence[ToolSpec], max_calls: int = 1, lenient: bool = True) -> StreamParser:
     """A parser for one response in ``fmt``; with ``lenient``, foreign call syntaxes are calls too."""
     primary = fmt.new_parser(tools, max_calls)
-    return LenientParser(primary, tools, max_calls) if lenient else primary
+    # the guard again outside: a call in a foreign syntax followed by an invented tool result ends the turn too
+    return guard(LenientParser(primary, tools, max_calls), None) if lenient else primary

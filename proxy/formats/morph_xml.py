@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 
 from ._calls import CallSlots
+from ._guard import CallOpener, guard
 from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, render_calls
 from ._prompt import choice_instruction, describe_tools
 from ._tagprose import THINK, THINK_END, TagProse, held_back
@@ -218,4 +219,7 @@ class MorphXmlFormat:
         return ()  # `<tool_response` only starts an imitated result, never a call
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return MorphXmlParser(tools, max_calls)
+        return guard(
+            MorphXmlParser(tools, max_calls),
+            CallOpener(re.compile(rf"<(?:{'|'.join(re.escape(t.name) for t in tools)})[\s/>]")),
+        )

@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 
 from ._calls import CallSlots
+from ._guard import CallOpener, guard
 from ._prompt import choice_instruction, describe_tools
 from ._qwen3_block import (
     CLOSE,
@@ -359,4 +360,4 @@ class Qwen3XmlFormat:
         return (CLOSE,)  # every block ends with it, the next block follows
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return Qwen3XmlParser(tools, max_calls)
+        return guard(Qwen3XmlParser(tools, max_calls), CallOpener(re.compile(r"<tool_call>|<function=")))

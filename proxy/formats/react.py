@@ -12,9 +12,11 @@ Wire example (the model writes everything except the Observation, which the stop
 
 ``Thought:`` text is Reasoning, ``Final Answer:`` text and unmarked text are Text, and
 ``<think>...</think>`` is Reasoning anywhere in prose. Markers count only at the start of a line and
-never inside a ``` fence in prose (the line syntax: ``_react_lines``). Text without markers passes
+never inside a ``` fence in prose (the line syntax: ``_react_lines``; a fence that opens with a call is
+dropped before this parser sees it: ``_guard``). Text without markers passes
 unchanged; whitespace next to a marker, block or think tag is dropped, and two sections of one channel
-are joined by a newline. ``Observation:`` before any Action is Reasoning.
+are joined by a newline. ``Observation:`` before any Action is Reasoning. ``Action Input: {...}, {...}``:
+each further object is a further call of the same tool (or the cut).
 
 Answer fallback: small models sometimes end a turn without ``Final Answer:``, writing the answer as
 an ``Observation:`` (imitating the tool result in the history) or as a bare ``Thought:``. Those
@@ -52,10 +54,12 @@ the end-of-output rule for an open block (``length`` / ``content_filter``: Malfo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
+from ._guard import CallOpener, guard
 from ._react_lines import (
     COMMENT_END,
     FENCE,
@@ -93,6 +97,9 @@ from .base import (
 
 _OBSERVATION = Marker.OBSERVATION.value.lower() + ":"
 _MIN_PARTIAL_STOP = 3  # "Obs": shorter line ends ("O") are too likely to be real text
+
+
+_NEXT_INPUT = re.compile(r"[ \t\r\n,;]*")  # between two Action Input objects (a comma or semicolon required)
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
@@ -499,6 +506,11 @@ class _ReactParser:
     def _step_input_after(self) -> bool:
         """After the JSON object: swallow the closing fence of a fenced input, then back to prose."""
         buf, pos = self._buf, self._pos
+        sep = _NEXT_INPUT.match(buf, pos).end()  # type: ignore[union-attr]
+        if sep == len(buf) and sep - pos <= MAX_HOLDBACK and not self._final:
+            return False  # blanks and commas: a next object may follow
+        if sep < len(buf) and buf[sep] == "{" and ("," in buf[pos:sep] or ";" in buf[pos:sep]):
+            return self._next_input(buf[pos:sep], sep)
         if self._fenced:
             end = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
             if buf.startswith(FENCE, end):
@@ -509,6 +521,19 @@ class _ReactParser:
         # "Action:" written without a line break) is markup, never Text.
         self._to_prose(Text, line_start=True)
         self._reset_block()
+        return True
+
+    def _next_input(self, gap: str, pos: int) -> bool:
+        """``Action Input: {...}, {...}``: a next object is a next call of the same tool (or the cut)."""
+        name, fenced = self._name, self._fenced
+        if self._calls.cut():
+            self._state = _State.DONE
+            return False
+        self._reset_block()
+        self._name, self._fenced, self._raw = name, fenced, [gap]
+        if name is not None:
+            self._calls.start(name)
+        self._pos, self._state = pos, _State.INPUT_JSON
         return True
 
     # ---- finishing a block -------------------------------------------------------------
@@ -574,4 +599,4 @@ class ReactFormat:
         return ()  # Action blocks follow each other without an Observation line
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return _ReactParser(tools, max_calls)
+        return guard(_ReactParser(tools, max_calls), CallOpener(re.compile(r"(?:Thought|Action)[ \t]*:")))

@@ -22,7 +22,8 @@ last block instead. A ``<tool_result`` that reaches the parser anyway is treated
 Parser states (``_State``, one ``_step_*`` method each, see ``XmlParser._steps``) and transitions:
 
 * PROSE: text. ``<tool:`` -> TOOL_TAG; ``</tool:``/``<param:``/``</param:`` -> STRAY_TAG; ``<think>`` -> THINK;
-  ``</think>`` dropped; ``<tool_result`` -> DONE. Inside a ``` fence or an inline `code` span markers are text.
+  ``</think>`` dropped; ``<tool_result`` -> DONE. Inside a ``` fence or an inline `code` span markers are text
+  (a fence that opens with a call block is dropped before this parser sees it: ``_guard``).
 * THINK: reasoning until ``</think>`` -> PROSE.
 * TOOL_TAG: the name up to ``>``. A bad tag -> Malformed, PROSE. After ``max_calls`` calls ->
   SecondToolStarted, DONE. Else ToolCallStart (known tools only) -> BODY (``<tool:NAME/>`` ends at once).
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum, auto
 
 from ._calls import CallSlots
+from ._guard import CallOpener, guard
 from ._prompt import choice_instruction, describe_tools
 from ._text import EventBuffer, TextKind
 from ._xml_render import EXAMPLE, SYNTAX, call_arguments, read_arguments, render_call, trim_value
@@ -498,4 +500,4 @@ class XmlFormat:
         return ()  # `<tool_result` only starts an imitated result, never a call block
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return XmlParser(tools, max_calls)
+        return guard(XmlParser(tools, max_calls), CallOpener(re.compile(r"<tool:[A-Za-z_]")))

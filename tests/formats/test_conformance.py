@@ -221,8 +221,17 @@ class TestParsing:
         assert summary["reasoning"].strip() == "need weather"
         assert summary["calls"] == expected_calls(CALLS[:1])
 
-    def test_marker_in_code_fence_stays_text(self, fmt: ToolFormat) -> None:
-        text = "The syntax looks like this:\n```\n" + fmt.render_calls(records(CALLS[:1])) + "\n```\nThat's all."
+    @pytest.mark.parametrize("lang", ["", "xml", "json", "text"])
+    def test_call_block_in_a_code_fence_is_a_call(self, fmt: ToolFormat, lang: str) -> None:
+        """Issue 18 item 2: a fence whose first line opens a call block is markup around a call."""
+        text = f"Let me check.\n```{lang}\n" + fmt.render_calls(records(CALLS[:1])) + "\n```\nDone."
+        summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
+        assert summary["calls"] == expected_calls(CALLS[:1])
+        assert (summary["malformed"], summary["cut"]) == (0, False)
+        assert "```" not in summary["content"] and summary["content"].split() == ["Let", "me", "check.", "Done."]
+
+    def test_marker_in_a_fence_of_prose_stays_text(self, fmt: ToolFormat) -> None:
+        text = "The syntax:\n```\nWrite it as\n" + fmt.render_calls(records(CALLS[:1])) + "\n```\nThat's all."
         summary = summarize(assert_same_in_all_chunkings(factory(fmt), text))
         assert summary == {"content": text, "reasoning": "", "calls": [], "cut": False, "malformed": 0}
 

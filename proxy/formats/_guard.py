@@ -1,0 +1,225 @@
+"""Two ways models write badly around a call, handled the same in every format: ``TurnGuard``.
+
+* **A call in a code fence** (```` ```xml\\n<tool:get_weather>…\\n``` ````): a fence whose first
+  non-blank line opens a call block of the format is markup, not prose. The fence line (and the blank
+  lines after it) is dropped before the format's parser sees it, and so is the bare closing fence that
+  ends it (nested ```` ```lang ```` fences inside the block are counted, so a fence inside an argument
+  stays). A fence holding anything else is text as before.
+* **An invented tool result**: once a call was written (``ToolCallEnd`` or ``Malformed`` of a call),
+  a line that opens like a tool result (``Observation:``, ``"Observation:``, ``**Observation:**``,
+  ``Tool result:``, ``Result:``, ``<tool_response>``, ``<tool_result>`` ...) ends the turn: it and all
+  that follows never reach the client, as if the stop sequence had matched.
+
+Both are sans-IO filters around the wrapped parser: input before it, events after it. Hold-back is
+bounded: a fence line and its first content line (``_FENCE_WINDOW``), a line start after a call
+(``_OBS_WINDOW``). Each character is examined a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .base import Event, FinishReason, Malformed, StreamParser, Text, ToolCallEnd
+
+_FENCE_WINDOW = 256  # a fence line plus blank lines plus the start of its first content line
+_OBS_WINDOW = 48  # a line start after a call held until it is known not to open a tool result
+_FENCE_LINE = re.compile(r"[ \t]{0,16}```[ \t]*([A-Za-z0-9_+.:-]*)[ \t]*\r?\n")
+_FENCE_HEAD = re.compile(r"[ \t]{0,16}(?:`{0,3}|```[ \t]*[A-Za-z0-9_+.:-]*[ \t]*\r?)\Z")
+_BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n)*[ \t]*")
+_CLOSING = re.compile(r"[ \t]{0,16}```[ \t]*(?:\r?\n|\Z)")
+_OBSERVATION = re.compile(
+    r"[ \t>#*_`\"'(\[-]{0,8}(?:"
+    r"(?:observation|tool[ _-]?(?:result|response|output)|function[ _-]?(?:result|response|output)"
+    r"|result|output)s?[ \t*_`\"']{0,4}[:\uff1a]"
+    r"|<(?:tool_response|tool_result|observation|function_results?|tool_output)\b)",
+    re.IGNORECASE,
+)
+
+
+_DECORATION = " \t>#*_`\"'([-"
+_RESULT_WORDS = tuple(
+    {"observation", "result", "output", "<tool_response", "<tool_result", "<observation", "<function_result"}
+    | {"<tool_output"}
+    | {
+        f"{who}{sep}{what}"
+        for who in ("tool", "function")
+        for sep in ("", " ")
+        for what in ("result", "response", "output")
+    }
+)
+
+
+def _may_open_result(line: str) -> bool:
+    """Whether a line start (no newline in it yet) may still turn out to open a tool result."""
+    if "\n" in line:
+        return False
+    rest = line.lstrip(_DECORATION).lower().replace("_", " ").replace("-", " ")
+    rest = rest.replace("<tool ", "<tool_").replace("<function ", "<function_")
+    return any(word.startswith(rest) or rest.startswith(word) for word in _RESULT_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOpener:
+    """How a format's call block starts, for telling a fenced call from a fenced example of prose."""
+
+    pattern: re.Pattern[str]
+    window: int = 64  # once this much of the first line is seen (or it ends), an opener shows or not
+
+    def opens(self, line: str, final: bool) -> bool | None:
+        """Whether the first content line of a fence opens a call block; None while undecided."""
+        if self.pattern.match(line) is not None:
+            return True
+        if final or "\n" in line or len(line) >= self.window:
+            return False
+        return None
+
+
+class TurnGuard:
+    """A format's parser with fenced calls read as calls and invented tool results cut; see the module."""
+
+    def __init__(self, inner: StreamParser, opener: CallOpener | None) -> None:
+        self.inner, self._opener = inner, opener
+        self._in = ""  # held input: a possible fence line at a line start
+        self._in_line = True  # the input is at a line start
+        self._depth = 0  # open fences inside an unfenced call (0: none; 1: only the dropped one)
+        self._text_fence = False  # inside a fence passed through as text
+        self._called = False  # a call was written: an invented result may follow
+        self._out = ""  # held output text at a line start after a call
+        self._out_line = False
+        self._done = False
+
+    def feed(self, text: str) -> list[Event]:
+        if self._done or not text:
+            return []
+        return self._events(self.inner.feed(self._unfence(text, False)))
+
+    def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
+        if self._done:
+            return []
+        rest = self._unfence("", True)
+        events = self.inner.feed(rest) if rest else []
+        if self._done:
+            return self._events(events)
+        events = self._events(events)
+        if self._done:
+            return events
+        events += self._events(self.inner.close(finish_reason), final=True)
+        self._done = True
+        return events
+
+    # ---- input: fences around a call ------------------------------------------------------------
+
+    def _unfence(self, text: str, final: bool) -> str:
+        """``text`` with the fences around call blocks removed (some may be held for the next piece)."""
+        if self._opener is None:
+            return text
+        s, out, i = self._in + text, [], 0
+        self._in = ""
+        while i < len(s):
+            if not self._in_line:
+                nl = s.find("\n", i)
+                if nl < 0:
+                    out.append(s[i:])
+                    break
+                out.append(s[i : nl + 1])
+                i, self._in_line = nl + 1, True
+                continue
+            step = self._line(s, i, final)
+            if step is None:
+                self._in = s[i:]
+                break
+            keep, i = step
+            out.append(keep)
+        return "".join(out)
+
+    def _line(self, s: str, i: int, final: bool) -> tuple[str, int] | None:
+        """A line start at ``s[i]``: what of it passes and where scanning goes on; None: hold."""
+        m = _FENCE_LINE.match(s, i)
+        if m is None:
+            if not final and len(s) - i < _FENCE_WINDOW and _FENCE_HEAD.match(s, i):
+                return None  # may still become a fence line
+            if self._depth and _CLOSING.match(s, i):  # a closing fence at the very end
+                self._depth -= 1
+                if self._depth == 0:
+                    return "", len(s)
+            self._in_line = False
+            return "", i
+        if self._depth:  # inside an unfenced call: count nested fences, drop the closing one
+            if m.group(1):
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._in_line = True
+                    return "", m.end()
+            self._in_line = True
+            return s[i : m.end()], m.end()
+        if self._text_fence:
+            self._text_fence = False
+            self._in_line = True
+            return s[i : m.end()], m.end()
+        blank = _BLANK_LINES.match(s, m.end())
+        start = blank.end() if blank is not None else m.end()
+        assert self._opener is not None
+        opens = self._opener.opens(s[start : start + _FENCE_WINDOW], final)
+        if opens is None:
+            return None if not final and len(s) - i < _FENCE_WINDOW else self._text(s, i, m.end())
+        if not opens:
+            return self._text(s, i, m.end())
+        self._depth, self._in_line = 1, False  # the fence and blank lines go; the opener line passes
+        return "", start
+
+    def _text(self, s: str, i: int, end: int) -> tuple[str, int]:
+        """A fence line that stays text: the fence it opens is prose until its closing line."""
+        self._text_fence, self._in_line = True, True
+        return s[i:end], end
+
+    # ---- output: an invented tool result ends the turn -----------------------------------------
+
+    def _events(self, events: list[Event], final: bool = False) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            if self._done:
+                break
+            if type(event) is Text and self._called:
+                self._after_call(event.text, out, final=False)
+                continue
+            self._release(out)
+            out.append(event)
+            if isinstance(event, ToolCallEnd) or (isinstance(event, Malformed) and event.index is not None):
+                self._called, self._out_line = True, True
+        if final and not self._done:
+            self._after_call("", out, final=True)
+        return out
+
+    def _after_call(self, text: str, out: list[Event], final: bool) -> None:
+        """Text after a call: passed, unless a line of it opens an invented tool result (the end)."""
+        s, i, shown = self._out + text, 0, []
+        self._out = ""
+        while i < len(s):
+            if self._out_line:
+                m = _OBSERVATION.match(s, i)
+                if m is not None:
+                    self._done = True
+                    break
+                if not final and len(s) - i < _OBS_WINDOW and _may_open_result(s[i:]):
+                    self._out = s[i:]
+                    break
+            nl = s.find("\n", i)
+            end = len(s) if nl < 0 else nl + 1
+            shown.append(s[i:end])
+            self._out_line, i = nl >= 0, end
+        if shown and "".join(shown):
+            out.append(Text("".join(shown)))
+
+    def _release(self, out: list[Event]) -> None:
+        """Held line-start text before a non-text event: it did not open a tool result."""
+        if self._out:
+            out.append(Text(self._out))
+            self._out, self._out_line = "", False
+
+
+def guard(inner: StreamParser, opener: CallOpener | None) -> StreamParser:
+    """``inner`` behind a ``TurnGuard``: fenced calls are calls, an invented tool result ends the turn."""
+    return TurnGuard(inner, opener)

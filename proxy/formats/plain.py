@@ -1,0 +1,53 @@
+"""A malformed call block as plain words: the last resort for content, with no markup left.
+
+When every attempt of a response wrote only a broken call block, the client still gets an answer,
+but never the block's raw markup (issue 18): ``plain_text`` removes what every format (and lenient
+recognition) uses as markup, keeping the words the model wrote:
+
+* tags: wrappers (``<tool_call>``, ``<think>``) and closing tags removed, ``<tool:x>`` / ``<function=x>`` keep
+  the name ``x``, ``<param:k>`` / ``<parameter=k>`` / ``<k>`` become ``k:``;
+* code fence lines, caret marker lines (``^^^``, ``---``): removed; ``^^^name`` keeps the name;
+* ReAct keywords at a line start (``Action:``, ``Action Input:``, ``Thought:``): removed, the rest kept;
+* JSON punctuation (braces, brackets, quotes, separating commas): removed, ``key: value`` kept.
+
+A block cut off by the length limit inside nested JSON may have no words left: the content is then
+empty, and the response ends with ``finish_reason: "length"``. Pure and linear: one regex pass each.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TAG = re.compile(r"<(/?)\|?([A-Za-z_][\w.\-]{0,128})\|?(?:[:=]([\w.\-]{0,128}))?(?:[ \t][^<>\n]{0,256})?/?>")
+_WRAPPERS = frozenset(("tool_call", "tool_calls", "tool_response", "function_call", "tools", "tool", "think", "json"))
+_FENCE_LINE = re.compile(r"^[ \t]*```[^\n]*$", re.MULTILINE)
+_CARET_LINE = re.compile(r"^[ \t]*(?:\^{3,}|-{3,})[ \t]*", re.MULTILINE)
+_KEYWORD = re.compile(r"^[ \t]*(?:action(?:[ \t_]*input)?|thought|observation)[ \t]*:[ \t]*", re.I | re.M)
+_JSON_PUNCT = re.compile(r"[{}\[\]\"]+")
+_COMMA = re.compile(r"[ \t]*,[ \t]*(?=\S)")
+_BLANK_RUN = re.compile(r"[ \t]*\n(?:[ \t]*\n)+")
+_NAME_KEYS = re.compile(r"\b(?:name|arguments|parameters)[ \t]*:[ \t]*(?=\S)")
+
+
+def plain_text(raw: str) -> str:
+    """``raw`` (a call block as written) without markup: the words, one ``key: value`` per line."""
+    text = _TAG.sub(_tag, raw)
+    text = _FENCE_LINE.sub("", text)
+    text = _CARET_LINE.sub("", text)
+    text = _KEYWORD.sub("", text)
+    text = _JSON_PUNCT.sub("", text)
+    text = _NAME_KEYS.sub("", text)
+    text = _COMMA.sub("\n", text)
+    text = _BLANK_RUN.sub("\n", text)
+    lines = (line.strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line and line not in (":", ","))
+
+
+def _tag(m: re.Match[str]) -> str:
+    """A tag as words: a call's name on its own line, a parameter's name before its value, else nothing."""
+    closing, tag, name = m.group(1), m.group(2), m.group(3)
+    if closing or (tag.lower() in _WRAPPERS and not name):
+        return ""
+    if name is not None:
+        return f"{name}\n" if tag in ("tool", "function") else f"{name}: "
+    return f"{tag}: "
