@@ -48,12 +48,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum, auto
+from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
 from ._prompt import choice_instruction, describe_tools
-from ._text import EventBuffer, TextKind
+from ._tagprose import THINK_END, TagProse
+from ._text import EventBuffer
 from ._xml_render import EXAMPLE, SYNTAX, call_arguments, read_arguments, render_call, trim_value
 from .base import (
     Event,
@@ -61,15 +62,12 @@ from .base import (
     Malformed,
     Reasoning,
     StreamParser,
-    Text,
     ToolCallRecord,
     ToolChoice,
     ToolSpec,
 )
 
 _PROSE_MARKERS = ("<tool:", "</tool:", "<param:", "</param:", "<think>", "</think>", "<tool_result")
-_MARKER_TAIL = max(map(len, _PROSE_MARKERS))
-_CLOSE_THINK = "</think>"
 _BODY_TAGS = ("<param:", "</tool:", "<tool:")
 _MAX_NAME = 100  # longest tag name accepted; bounds what TOOL_TAG/PARAM_TAG/END_TAG hold back
 _NAME_RE = re.compile(rf"[^<>\r\n]{{0,{_MAX_NAME + 1}}}")
@@ -89,16 +87,6 @@ class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on eve
     DONE = auto()
 
 
-class _Code(Enum):
-    """Where prose is relative to markdown code (markers only count outside code). Each value scans for what
-    ends plain prose there: a backtick run, a marker, or the newline that ends an inline span. Written as "one
-    char class, then the rest" because sre scans a leading class ~5x faster than an alternation."""
-
-    NONE = re.compile(r"[`<](?:(?<=`)`*|tool:|/tool:|param:|/param:|think>|/think>|tool_result)")
-    INLINE = re.compile(r"[`\n](?:(?<=`)`*)?")
-    FENCE = re.compile(r"`+")
-
-
 @dataclass(slots=True)
 class _Block:
     """The tool block being read: its raw text (for Malformed), params so far and repairs."""
@@ -110,16 +98,6 @@ class _Block:
     param: str = ""
     close_tag: str = ""
     value: list[str] = field(default_factory=list)
-
-
-def _held_back(buf: str, start: int, markers: Sequence[str]) -> int:
-    """Length of the tail of ``buf[start:]`` that may begin a marker. Every marker starts with its only ``<``,
-    so only the tail from the last ``<`` can qualify: one ``rfind`` instead of a loop over suffixes."""
-    lt = buf.rfind("<", max(start, len(buf) - _MARKER_TAIL))
-    if lt == -1:
-        return 0
-    tail = buf[lt:]
-    return len(tail) if any(m.startswith(tail) and m != tail for m in markers) else 0
 
 
 def _valid_name(name: str) -> bool:
@@ -138,14 +116,8 @@ class XmlParser:
         self._buf = ""
         self._pos = 0
         self._state = _State.PROSE
-        self._code = _Code.NONE
-        self._scan = _Code.NONE.value  # the prose scanner for the current code state
-        self._inline = 0  # backtick run length that opened the inline code span
-        self._ticks = 0  # backticks of a run still in progress (its length decides the code toggle)
-        self._skip_nl = False  # swallow one newline after a closing tag
+        self._prose = TagProse(_PROSE_MARKERS, self._out)  # code spans, hold-back, junctions, <think>
         self._stray = ""  # the marker that opened a tag outside any block (STRAY_TAG)
-        self._tail = ""  # the end of the content so far when it is a marker prefix, e.g. "<"
-        self._resumed = False  # prose resumed after markup: check the junction with the content before it
         self._block: _Block | None = None
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
@@ -174,10 +146,9 @@ class XmlParser:
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]
         if state is _State.PROSE:
-            if not (self._skip_nl and rest == "\r"):
-                self._emit_text(rest)
+            self._prose.flush(rest)
         elif state is _State.THINK:
-            self._emit_text(rest, Reasoning)
+            self._prose.emit(rest, Reasoning)
         elif state is _State.TOOL_TAG:
             self._out.push(Malformed("<tool:" + rest, "unfinished tool tag"))
         elif self._block is not None:
@@ -186,13 +157,6 @@ class XmlParser:
         return self._out.take()
 
     # ---- helpers ----
-
-    def _emit_text(self, text: str, kind: TextKind = Text) -> None:
-        """Queue visible text, remembering the end of the content when it may begin a marker."""
-        if text and kind is Text:
-            tail = (self._tail + text[-_MARKER_TAIL:])[-_MARKER_TAIL:]
-            self._tail = tail[len(tail) - _held_back(tail, 0, _PROSE_MARKERS) :]
-        self._out.text(kind, text)
 
     def _stop(self) -> None:
         self._state, self._buf, self._pos, self._block = _State.DONE, "", 0, None
@@ -217,97 +181,34 @@ class XmlParser:
         self._consume(end + 1 if closed else end)
         return name, closed
 
-    def _apply_ticks(self) -> None:
-        """A backtick run ended: 3+ toggles a fence, 1-2 open an inline span closed by the same run."""
-        run, self._ticks = self._ticks, 0
-        if self._code is _Code.NONE:
-            self._set_code(_Code.FENCE if run >= 3 else _Code.INLINE)
-            self._inline = run
-        elif run >= 3 if self._code is _Code.FENCE else run == self._inline:
-            self._set_code(_Code.NONE)
-
-    def _set_code(self, code: _Code) -> None:
-        self._code, self._scan = code, code.value
-
     # ---- states outside blocks ----
 
     def _step_prose(self) -> bool:
-        buf, pos = self._buf, self._pos
-        if pos >= len(buf):
+        found = self._prose.scan(self._buf, self._pos)
+        self._pos = found.end
+        token = found.marker
+        if token is None:
             return False
-        if self._skip_nl:
-            return self._skip_newline()
-        if self._resumed:
-            joined = self._junction()
-            if joined is not None:
-                return joined
-        while True:  # backtick runs and inline-ending newlines only change the code state: stay in the loop
-            if self._ticks and pos < len(buf) and buf[pos] != "`":
-                self._apply_ticks()
-            match = self._scan.search(buf, pos)
-            if match is None or match.group()[0] == "<":
-                break
-            pos = match.end()
-            if match.group() == "\n":
-                self._set_code(_Code.NONE)
-            else:
-                self._ticks += match.end() - match.start()
-        if match is None:
-            keep = _held_back(buf, pos, _PROSE_MARKERS) if self._code is _Code.NONE else 0
-            self._emit_text(buf[self._pos : len(buf) - keep])
-            self._pos = len(buf) - keep
-            return False
-        token = match.group()
-        self._emit_text(buf[self._pos : match.start()])
-        self._pos, self._resumed = match.end(), True
-        if token == "<tool_result":
+        if found.joined:  # spelled across dropped markup: dropped too; an unfinished tag's name with it
+            if not token.endswith(">"):
+                self._state, self._stray = _State.STRAY_TAG, ""
+            self._prose.after_markup(False)
+        elif token == "<tool_result":
             self._stop()
         elif token == "<think>":
             self._state = _State.THINK
         elif token == "<tool:":
             self._state = _State.TOOL_TAG
-        elif token != _CLOSE_THINK:
+        elif token != THINK_END:
             self._state, self._stray = _State.STRAY_TAG, token
         return True
 
-    def _junction(self) -> bool | None:
-        """Prose resumes after markup: content ending in a marker prefix (``<``) must not join the next text
-        into a marker (``<`` + dropped tag + ``param:x>``); such a marker is dropped too. True: progress,
-        False: wait for more text, None: no marker forms here."""
-        head = self._tail + self._buf[self._pos : self._pos + _MARKER_TAIL]
-        for marker in _PROSE_MARKERS if self._tail else ():
-            if head.startswith(marker):
-                self._pos += len(marker) - len(self._tail)
-                if not marker.endswith(">"):
-                    self._state, self._stray = _State.STRAY_TAG, ""
-                return True
-            if marker.startswith(head):
-                return False
-        self._resumed = False
-        return None
-
-    def _skip_newline(self) -> bool:
-        head = self._buf[self._pos : self._pos + 2]
-        if head == "\r":
-            return False
-        self._skip_nl = False
-        if head.startswith("\n"):
-            self._pos += 1
-        elif head == "\r\n":
-            self._pos += 2
-        return True
-
     def _step_think(self) -> bool:
-        buf, pos = self._buf, self._pos
-        end = buf.find(_CLOSE_THINK, pos)
-        if end == -1:
-            keep = _held_back(buf, pos, (_CLOSE_THINK,))
-            self._emit_text(buf[pos : len(buf) - keep], Reasoning)
-            self._pos = len(buf) - keep
+        found = self._prose.think(self._buf, self._pos)
+        self._pos = found.end
+        if found.marker is None:
             return False
-        self._emit_text(buf[pos:end], Reasoning)
-        self._pos = end + len(_CLOSE_THINK)
-        self._state, self._skip_nl = _State.PROSE, True
+        self._state = _State.PROSE
         return True
 
     def _step_tool_tag(self) -> bool:
@@ -357,7 +258,7 @@ class XmlParser:
         if head.startswith("<tool:"):
             self._block.repairs.append("unclosed_tool")
             self._end_block()
-            self._skip_nl = False
+            self._prose.skip_nl = False
             return True
         for tag, state in (("<param:", _State.PARAM_TAG), ("</tool:", _State.END_TAG)):
             if head.startswith(tag):
@@ -419,7 +320,8 @@ class XmlParser:
         """Finalize the open block into ToolCallEnd or Malformed and go back to prose."""
         blk = self._block
         assert blk is not None
-        self._block, self._state, self._skip_nl = None, _State.PROSE, True
+        self._block, self._state = None, _State.PROSE
+        self._prose.after_markup(True)
         spec = self._calls.spec(blk.written)
         arguments = read_arguments(blk.params, spec.parameters) if spec is not None else None
         self._calls.finish(blk.written, arguments, "".join(blk.raw), before=blk.repairs, hide=_SYNTAX_COERCIONS)
