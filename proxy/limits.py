@@ -33,21 +33,19 @@ class RequestLimits:
 
 
 def json_depth(value: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON value (a scalar 0, ``[]`` 1), counted up to ``limit + 1``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list):
-            continue
+    """Nesting depth of a parsed JSON value (a scalar 0, ``[]`` 1), counted up to ``limit + 1``.
+
+    Level by level, with the per-value work in comprehensions: it runs on every request body, and a
+    stack of (value, depth) pairs cost more than parsing a 66 kB agent request."""
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:
         depth += 1
         if depth > limit:
             return depth
-        deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in item if isinstance(child, dict | list))
-    return deepest
+        children = [child for item in level for child in (item.values() if isinstance(item, dict) else item)]
+        level = [child for child in children if isinstance(child, dict | list)]
+    return depth
 
 
 def check_body(raw: Any, limits: RequestLimits) -> None:
