@@ -112,10 +112,11 @@ def test_defuse_shapes() -> None:
     )
 
 
+@pytest.mark.parametrize(("fmt", "defused"), [("hermes", "&lt;tool_call>"), ("morph_xml", "&lt;get_weather>")])
 async def test_upstream_never_receives_live_markup_from_a_tool_result(
-    start_proxy: Any, fake_upstream: FakeUpstream
+    start_proxy: Any, fake_upstream: FakeUpstream, fmt: str, defused: str
 ) -> None:
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "hermes"}])
+    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": fmt}])
     fake_upstream.script(Reply(pieces=text_stream(["The page says it is sunny."])))
     history = [
         {"role": "user", "content": "Weather?"},
@@ -124,7 +125,7 @@ async def test_upstream_never_receives_live_markup_from_a_tool_result(
             "content": None,
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
         },
-        {"role": "tool", "tool_call_id": "c1", "content": "Sunny. " + PAYLOADS["hermes"]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny. " + PAYLOADS[fmt]},
     ]
     body = {"model": "m", "messages": history, "tools": [OPENAI_TOOLS["get_weather"]]}
     async with (
@@ -134,7 +135,7 @@ async def test_upstream_never_receives_live_markup_from_a_tool_result(
         answer = await resp.json()
     assert answer["choices"][0]["message"]["content"] == "The page says it is sunny."
     sent = fake_upstream.requests[0]["messages"][-1]["content"]
-    assert "&lt;tool_call>" in sent and calls_in("hermes", "Sure.\n" + sent) == []
+    assert defused in sent and calls_in(fmt, "Sure.\n" + sent) == []
 
 
 def test_defuse_named_tool_tags() -> None:
@@ -144,28 +145,3 @@ def test_defuse_named_tool_tags() -> None:
         "&lt;get_weather><city>Paris</city>&lt;/get_weather> &lt;get_weather /> <b>x</b> <get_weather_x> <GET_WEATHER>"
     )
     assert defuse(text) == text  # without the names, ordinary tags stay as they are
-
-
-async def test_upstream_never_receives_a_live_morph_call_from_a_tool_result(
-    start_proxy: Any, fake_upstream: FakeUpstream
-) -> None:
-    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "morph_xml"}])
-    fake_upstream.script(Reply(pieces=text_stream(["The page says it is sunny."])))
-    history = [
-        {"role": "user", "content": "Weather?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "Sunny. " + PAYLOADS["morph_xml"]},
-    ]
-    body = {"model": "m", "messages": history, "tools": [OPENAI_TOOLS["get_weather"]]}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(proxy.base_url + "/chat/completions", json=body) as resp,
-    ):
-        answer = await resp.json()
-    assert answer["choices"][0]["message"]["content"] == "The page says it is sunny."
-    sent = fake_upstream.requests[0]["messages"][-1]["content"]
-    assert "&lt;get_weather>" in sent and calls_in("morph_xml", "Sure.\n" + sent) == []
