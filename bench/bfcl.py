@@ -6,7 +6,8 @@ emulated mode, then asks seeded BFCL questions of the categories simple_python, 
 parallel, parallel_multiple and irrelevance (temperature 0, non-streaming, one at a time) in
 each mode:
 
-* ``native``: straight to the model server with BFCL's OpenAI ``tools`` and ``tool_choice: "auto"``;
+* ``native``: straight to the model server with BFCL's OpenAI ``tools``, ``tool_choice: "auto"`` and
+  ``parallel_tool_calls: true`` (the emulated modes send the same);
 * ``prompt``: straight to the model server with BFCL's prompt-mode system prompt and no ``tools``
   (the answer is decoded from ``[func(a=1)]`` text, as BFCL does for prompt models);
 * ``FORMAT`` (``hermes``, ``react``, ...): through toolshim with that ``tool_mode``;
@@ -15,8 +16,8 @@ each mode:
 
 Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category, and irrelevance is
 correct when the answer decodes to no call. Per mode and category, and overall, it prints the
-share correct, the share whose visible content carries tool markup (``bench/local_model.py``'s
-``MARKUP``), and the median request latency; every answer goes to ``--out`` as JSON lines.
+share correct, the share whose visible content carries tool markup, repeats toolshim's instructions, is empty, or lacks
+``usage`` (``bench/hygiene.py``), and the median request latency; every answer goes to ``--out`` as JSON lines.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from toolshim.formats import FORMATS  # noqa: E402
 from toolshim.rules import RulesError, load_rules  # noqa: E402
 
 from bench.bfcl_score import CATEGORIES, Bfcl, Question  # noqa: E402
-from bench.local_model import MARKUP  # noqa: E402
+from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import spec_for  # noqa: E402
 
@@ -99,6 +100,8 @@ def rules_for_modes(modes: Sequence[Mode], upstream_url: str, upstream_model: st
     for rule in rules["models"]:
         if emulated[rule["match"]].constrained:
             rule[CONSTRAINT_OPTION] = True
+    if any(m.constrained for m in emulated.values()):
+        rules["upstreams"]["local"]["constraint_dialect"] = "gbnf"  # llama-cpp-python takes GBNF in `grammar`
     return rules
 
 
@@ -111,7 +114,7 @@ def check_rules(rules: dict[str, Any]) -> None:
             load_rules(path)
         except RulesError as exc:
             hint = ""
-            if CONSTRAINT_OPTION in str(exc):
+            if f"{CONSTRAINT_OPTION}: extra" in str(exc) or f"{CONSTRAINT_OPTION}\n  Extra" in str(exc):
                 hint = (
                     f"\nthis toolshim has no `{CONSTRAINT_OPTION}` rule option, so the {CONSTRAINED} modes "
                     "cannot run; leave them out of --modes"
@@ -134,11 +137,14 @@ class Outcome:
     result: Any  # what BFCL's decoder gets: [{name: json_args}] for calls, else the content
     content: str | None
     decoded: Any
+    echoed: bool = False  # content repeats toolshim's tool instructions
+    empty: bool = False  # no call and no visible text
+    usage: bool = True  # the answer carries usage with both token counts
 
 
-def leaked(content: str | None) -> bool:
+def leaked(content: str | None, tool_names: Sequence[str] = ()) -> bool:
     """Whether visible content carries tool markup of any format (or a JSON call object)."""
-    return MARKUP.search(content or "") is not None
+    return has_markup(content, tool_names)
 
 
 def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> dict[str, Any]:
@@ -146,7 +152,10 @@ def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> 
     body: dict[str, Any] = {"temperature": 0, "max_tokens": max_tokens}
     if mode.prompting:
         return {**body, "messages": bfcl.prompt_messages(question)}
-    return {**body, "messages": question.messages, "tools": bfcl.tools(question), "tool_choice": "auto"}
+    # BFCL's parallel categories ask for several calls in one answer; like BFCL's Qwen handler (and
+    # unlike toolshim's default for a request that does not say), the request allows them explicitly.
+    tools = bfcl.tools(question)
+    return {**body, "messages": question.messages, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": True}
 
 
 def raw_result(message: Any, prompting: bool) -> Any:
@@ -170,18 +179,24 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
     message = response.choices[0].message
     result = raw_result(message, mode.prompting)
     verdict = bfcl.score(question, result, mode.prompting)
+    tools = bfcl.tools(question)
+    names = [tool["function"]["name"] for tool in tools]
     return Outcome(
         mode.name,
         question.category,
         question.id,
         verdict.valid,
-        leaked(message.content),
+        leaked(message.content, names),
         seconds,
         verdict.error_type,
         verdict.error,
         result,
         message.content,
         verdict.decoded,
+        echoed=mode.tool_format is not None
+        and echoes(message.content, instruction_windows(mode.tool_format, tools, parallel=True)),
+        empty=is_empty(message),
+        usage=has_usage(response),
     )
 
 
@@ -191,17 +206,25 @@ def share(count: int, total: int) -> str:
 
 
 def summary_row(mode: str, group: str, outcomes: Sequence[Outcome]) -> str:
-    """One Markdown table row: correct, markup leaked, median latency."""
+    """One Markdown table row: correct, markup leaked, instructions echoed, empty, usage missing, latency."""
     n = len(outcomes)
     correct, leaks = sum(o.valid for o in outcomes), sum(o.leaked for o in outcomes)
+    echoed, empty = sum(o.echoed for o in outcomes), sum(o.empty for o in outcomes)
+    no_usage = sum(not o.usage for o in outcomes)
     median = f"{statistics.median(o.seconds for o in outcomes):.1f} s" if outcomes else "-"
-    return f"| {mode} | {group} | {share(correct, n)} | {share(leaks, n)} | {median} |"
+    counts = " | ".join(share(k, n) for k in (correct, leaks, echoed, empty, no_usage))
+    return f"| {mode} | {group} | {counts} | {median} |"
+
+
+TABLE_HEAD = (
+    "| mode | category | correct (BFCL checker) | markup leaked | instructions echoed | empty | no usage "
+    "| median latency |"
+)
 
 
 def table(outcomes: Sequence[Outcome], heading: str) -> str:
     """Per mode: a row per category, then the overall row (in the order the outcomes came)."""
-    lines = [heading, "", "| mode | category | correct (BFCL checker) | markup leaked | median latency |"]
-    lines.append("|---|---|---|---|---|")
+    lines = [heading, "", TABLE_HEAD, "|---|---|---|---|---|---|---|---|"]
     for mode in dict.fromkeys(o.mode for o in outcomes):
         mine = [o for o in outcomes if o.mode == mode]
         for category in dict.fromkeys(o.category for o in mine):

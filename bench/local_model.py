@@ -11,6 +11,9 @@ and ``tool_choice: "auto"``. Per mode it prints:
 * leaked: the visible content carries tool markup (``<tool_call``, ``Action:``, ``<tool:``,
   ``^^^``, ``<function=``, ``<parameter=``, a tag named after an offered tool, or a ``{"name": ...``
   call object, however spaced);
+* echoed: the visible content repeats toolshim's tool instructions (``bench/hygiene.py``);
+* empty: no call and no visible text;
+* no usage: the answer lacks ``usage`` (prompt and completion tokens);
 * median latency of the whole request.
 
 Non-streaming requests, one at a time (the server generates one request at a time anyway).
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/local_model.py` puts bench/ on the path, not the repo root
     sys.path.insert(0, str(ROOT))
 
+from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty  # noqa: E402
 from scripts import local_stack  # noqa: E402
 
 FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml")
@@ -96,14 +99,6 @@ TOOLS = [
     ),
 ]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-# Tool markup of every format (morph_xml's: a tag named after a tool), and a JSON call object however it is
-# spaced (linear regex, no nesting).
-MARKUP = re.compile(
-    r'</?tool_call|Action( Input)?:|</?tool:|\^\^\^|<function=|<parameter=|\{\s*"name"\s*:|</?(?:'
-    + "|".join(SCHEMAS)
-    + r")\s*/?>"
-)
-
 PROMPTS: list[tuple[str, str]] = [
     ("What's the weather like in Berlin today?", "get_weather"),
     ("Is it raining in Seattle right now? Give me the temperature in fahrenheit.", "get_weather"),
@@ -136,6 +131,9 @@ class Outcome:
     leaked: bool
     seconds: float
     detail: str
+    echoed: bool = False
+    empty: bool = False
+    usage: bool = True
 
 
 def judge(expected: str, message: Any) -> tuple[bool, str]:
@@ -153,8 +151,8 @@ def judge(expected: str, message: Any) -> tuple[bool, str]:
     return True, call.arguments
 
 
-def ask(client: OpenAI, model: str, prompt: str, expected: str, max_tokens: int) -> Outcome:
-    """One timed non-streaming request."""
+def ask(client: OpenAI, model: str, fmt: str | None, prompt: str, expected: str, max_tokens: int) -> Outcome:
+    """One timed non-streaming request (``fmt``: the emulated format, ``None`` for native)."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     began = time.monotonic()
     try:
@@ -166,15 +164,23 @@ def ask(client: OpenAI, model: str, prompt: str, expected: str, max_tokens: int)
     seconds = time.monotonic() - began
     message = response.choices[0].message
     correct, detail = judge(expected, message)
-    leaked = MARKUP.search(message.content or "") is not None
-    return Outcome(correct, leaked, seconds, detail)
+    echoed = fmt is not None and echoes(message.content, instruction_windows(fmt, TOOLS, parallel=False))
+    return Outcome(
+        correct,
+        has_markup(message.content, SCHEMAS),
+        seconds,
+        detail,
+        echoed=echoed,
+        empty=is_empty(message),
+        usage=has_usage(response),
+    )
 
 
 def run_mode(client: OpenAI, model: str, label: str, args: argparse.Namespace) -> list[Outcome]:
     """Every prompt through one mode, with a progress line per prompt."""
     outcomes = []
     for i, (prompt, expected) in enumerate(PROMPTS[: args.limit], 1):
-        outcome = ask(client, model, prompt, expected, args.max_tokens)
+        outcome = ask(client, model, None if label == "native" else label, prompt, expected, args.max_tokens)
         outcomes.append(outcome)
         mark = "ok " if outcome.correct else "-- "
         leak = " LEAK" if outcome.leaked else ""
@@ -191,17 +197,22 @@ def table(results: dict[str, list[Outcome]], model_name: str) -> str:
     lines = [
         f"Model: {model_name}, {len(next(iter(results.values())))} prompts, temperature 0, 6 tools offered",
         "",
-        "| mode | correct structured call | markup leaked into content | median latency |",
-        "|---|---|---|---|",
+        "| mode | correct structured call | markup leaked into content | instructions echoed | empty | no usage "
+        "| median latency |",
+        "|---|---|---|---|---|---|---|",
     ]
     for mode, outs in results.items():
         n = len(outs)
-        correct, leaked = sum(o.correct for o in outs), sum(o.leaked for o in outs)
+        counts = [
+            sum(o.correct for o in outs),
+            sum(o.leaked for o in outs),
+            sum(o.echoed for o in outs),
+            sum(o.empty for o in outs),
+            sum(not o.usage for o in outs),
+        ]
         median = statistics.median(o.seconds for o in outs)
-        lines.append(
-            f"| {mode} | {correct}/{n} ({100 * correct / n:.0f}%) | {leaked}/{n} ({100 * leaked / n:.0f}%) "
-            f"| {median:.1f} s |"
-        )
+        cells = " | ".join(f"{k}/{n} ({100 * k / n:.0f}%)" for k in counts)
+        lines.append(f"| {mode} | {cells} | {median:.1f} s |")
     return "\n".join(lines)
 
 

@@ -72,7 +72,8 @@ class ConverterMissing(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Grammar:
-    """A built grammar and what building it cost (seconds; 0 when it came from the cache)."""
+    """A grammar and what getting it cost (seconds: the key's hash and the look-up, plus the build
+    when it was not cached)."""
 
     text: str
     build_seconds: float
@@ -164,13 +165,13 @@ class GrammarCache:
         """The grammar for this request, or ``None`` where none fits (format, schema, no converter)."""
         if fmt not in SUPPORTED_FORMATS or not tools or choice.mode == "none":
             return None
+        started = time.perf_counter()
         demand = choice.mode in ("required", "named")
         key = _key(fmt, tools, demand, max_calls)
         if key in self._items:
             self._items.move_to_end(key)
             text = self._items[key]
-            return None if text is None else Grammar(text, 0.0, cached=True)
-        started = time.perf_counter()
+            return None if text is None else Grammar(text, time.perf_counter() - started, cached=True)
         built = self._build(tools, demand, max_calls)
         self._items[key] = built
         if len(self._items) > self._size:

@@ -27,6 +27,7 @@ class RequestInfo:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage_source: str | None = None  # where an emulated answer's usage came from (``usage.UsageSource``)
+    grammar: str | None = None  # the decoding constraint sent: "built 12.345 ms" or "cached 0.010 ms"
     tool_calls: int = 0
     parse_outcome: str | None = None
     policies: list[str] = field(default_factory=list)  # conversation policies that acted

@@ -126,8 +126,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 def usage_headers(info: RequestInfo) -> dict[str, str]:
-    """Where an emulated answer's usage came from: ``upstream``, ``tokenizer`` or ``estimate``."""
-    return {"x-toolshim-usage": info.usage_source} if info.usage_source else {}
+    """Where an emulated answer's usage came from (``upstream``, ``tokenizer`` or ``estimate``), and
+    what getting its decoding grammar cost (``built 12.345 ms``, ``cached 0.010 ms``), where it had one."""
+    headers = {"x-toolshim-usage": info.usage_source} if info.usage_source else {}
+    if info.grammar:
+        headers["x-toolshim-grammar"] = info.grammar
+    return headers
 
 
 def start_job(request: web.Request, turn: ChatTurn, resolved: Resolved) -> modes.ChatJob:

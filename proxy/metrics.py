@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .builder import Tally
     from .context import RequestInfo
 
+GRAMMAR_BUCKETS = (1e-5, 1e-4, 5e-4, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 
 
@@ -153,6 +154,14 @@ class Metrics:
             registry=reg,
         )
 
+        self.grammar_seconds = Histogram(
+            "toolshim_constraint_grammar_seconds",
+            "Time to get a request's decoding grammar: built (cached=false) or from the cache (cached=true).",
+            ["format", "cached"],
+            registry=reg,
+            buckets=GRAMMAR_BUCKETS,
+        )
+
     def _add_process_collectors(self) -> None:
         from prometheus_client.gc_collector import GCCollector
         from prometheus_client.platform_collector import PlatformCollector
@@ -230,6 +239,9 @@ class Metrics:
             self._child(self.tool_repairs, model, fmt, kind).inc()
         if tally.sanitized:
             self._child(self.markup_sanitized, model, fmt).inc(tally.sanitized)
+
+    def record_grammar(self, fmt: str, cached: bool, seconds: float) -> None:
+        self._child(self.grammar_seconds, fmt, _flag(cached)).observe(seconds)
 
     def record_reload(self, ok: bool) -> None:
         self._child(self.rules_reloads, "ok" if ok else "error").inc()

@@ -96,6 +96,8 @@ class ChatJob:
         grammar = GRAMMARS.get(plan.format.name, plan.tools, plan.tool_choice, plan.max_calls)
         if grammar is None:
             return None
+        self.metrics.record_grammar(plan.format.name, grammar.cached, grammar.build_seconds)
+        self.info.grammar = f"{'cached' if grammar.cached else 'built'} {grammar.build_seconds * 1e3:.3f} ms"
         log.debug(
             "grammar: %d chars, built in %.1f ms (cached: %s)",
             len(grammar.text),

@@ -14,7 +14,17 @@ from types import SimpleNamespace
 import pytest
 from toolshim.rules import load_rules
 
-from bench.bfcl import Mode, Outcome, check_rules, leaked, parse_modes, raw_result, rules_for_modes, table
+from bench.bfcl import (
+    TABLE_HEAD,
+    Mode,
+    Outcome,
+    check_rules,
+    leaked,
+    parse_modes,
+    raw_result,
+    rules_for_modes,
+    table,
+)
 
 FORMATS = ("hermes", "react")
 
@@ -52,10 +62,12 @@ def test_rules_have_one_rule_per_emulated_mode_and_mark_constrained_ones(tmp_pat
         ("bfcl-hermes", "hermes", None),
         ("bfcl-hermes-constrained", "hermes", True),
     ]
-    plain = rules_for_modes(modes[:3], "http://127.0.0.1:9/v1", "qwen")
+    assert rules["upstreams"]["local"]["constraint_dialect"] == "gbnf"
+    assert "constraint_dialect" not in rules_for_modes(modes[:3], "http://127.0.0.1:9/v1", "qwen")["upstreams"]["local"]
     path = tmp_path / "rules.json5"
-    path.write_text(json.dumps(plain), encoding="utf-8")
-    assert load_rules(path).resolve("bfcl-hermes") is not None  # toolshim accepts what the bench writes
+    path.write_text(json.dumps(rules), encoding="utf-8")
+    loaded = load_rules(path)  # toolshim accepts what the bench writes, constrained modes included
+    assert loaded.resolve("bfcl-hermes") is not None and loaded.resolve("bfcl-hermes-constrained") is not None
 
 
 def test_rules_toolshim_rejects_stop_the_run_with_its_message() -> None:
@@ -96,7 +108,10 @@ def test_leaked_markup(content: str | None, expected: bool) -> None:
 
 
 def outcome(mode: str, category: str, valid: bool, is_leaked: bool, seconds: float) -> Outcome:
-    return Outcome(mode, category, f"{category}_0", valid, is_leaked, seconds, "", "", None, None, None)
+    bad = mode == "hermes"  # the hermes rows also echo the instructions and miss usage
+    return Outcome(
+        mode, category, f"{category}_0", valid, is_leaked, seconds, "", "", None, None, None, bad, False, not bad
+    )
 
 
 def test_table_rows_per_category_then_overall_per_mode() -> None:
@@ -109,11 +124,11 @@ def test_table_rows_per_category_then_overall_per_mode() -> None:
     assert table(outcomes, "HEAD").splitlines() == [
         "HEAD",
         "",
-        "| mode | category | correct (BFCL checker) | markup leaked | median latency |",
-        "|---|---|---|---|---|",
-        "| prompt | simple_python | 1/2 (50%) | 0/2 (0%) | 2.0 s |",
-        "| prompt | irrelevance | 1/1 (100%) | 1/1 (100%) | 2.0 s |",
-        "| prompt | **overall** | 2/3 (67%) | 1/3 (33%) | 2.0 s |",
-        "| hermes | simple_python | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
-        "| hermes | **overall** | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
+        TABLE_HEAD,
+        "|---|---|---|---|---|---|---|---|",
+        "| prompt | simple_python | 1/2 (50%) | 0/2 (0%) | 0/2 (0%) | 0/2 (0%) | 0/2 (0%) | 2.0 s |",
+        "| prompt | irrelevance | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | 2.0 s |",
+        "| prompt | **overall** | 2/3 (67%) | 1/3 (33%) | 0/3 (0%) | 0/3 (0%) | 0/3 (0%) | 2.0 s |",
+        "| hermes | simple_python | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
+        "| hermes | **overall** | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
     ]

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 import pytest
+from toolshim import modes
 from toolshim.constraint import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
 from toolshim.rules import RulesError, lint, load_rules
@@ -16,6 +17,7 @@ from toolshim.rules import RulesError, lint, load_rules
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 from tests.gbnf import accepts, parses
+from tests.test_bad_writing import ask_raw
 from tests.test_emulation import ask, call_text, pieces
 
 TOOLS = [ToolSpec.from_openai(t) for t in OPENAI_TOOLS.values()]
@@ -128,7 +130,7 @@ def test_cache_returns_the_same_grammar_without_building() -> None:
     first = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
     again = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
     assert first is not None and again is not None
-    assert again.cached and again.build_seconds == 0.0 and again.text == first.text
+    assert again.cached and again.build_seconds < first.build_seconds and again.text == first.text
     assert cache.get("hermes", TOOLS, ToolChoice("auto"), 1) is not None  # another key
     assert cache.get("hermes", TOOLS[:1], ToolChoice("auto"), 1) is not None  # evicts the first
     rebuilt = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
@@ -211,3 +213,18 @@ async def test_other_upstream_errors_are_not_retried(start_proxy, fake_upstream)
     with pytest.raises(openai.BadRequestError):
         await ask(proxy, False, tool_choice="required")
     assert len(fake_upstream.requests) == 1
+
+
+async def test_grammar_cost_is_reported_built_then_cached(start_proxy, fake_upstream, monkeypatch) -> None:
+    """The ``x-toolshim-grammar`` header and the grammar histogram: built once, then from the cache."""
+    monkeypatch.setattr(modes, "GRAMMARS", GrammarCache())
+    proxy = await start_proxy(models=constrained(True), upstream_extra={"constraint_dialect": "gbnf"})
+    fake_upstream.script(*[Reply(pieces=text_stream(pieces(call_text("hermes")))) for _ in range(2)])
+    seen = []
+    for _ in range(2):
+        _, headers = await ask_raw(proxy, tool_choice="required")
+        seen.append(headers["x-toolshim-grammar"].split())
+    assert [(how, unit) for how, _, unit in seen] == [("built", "ms"), ("cached", "ms")]
+    assert float(seen[1][1]) < float(seen[0][1])
+    histogram = proxy.metrics.grammar_seconds
+    assert [histogram.labels("hermes", flag)._sum.get() > 0 for flag in ("false", "true")] == [True, True]

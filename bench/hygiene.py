@@ -1,0 +1,70 @@
+"""What a client must never get, judged from outside: markup, toolshim's own instructions, nothing at all.
+
+The benchmarks (``bench/bfcl.py``, ``bench/local_model.py``) ask real questions through toolshim the
+way a client library does and count, per answer:
+
+* ``leaked``: visible content carries tool markup of any format (hermes, react, xml, caret, the
+  Qwen3 / Morph XML tags, a tag named after an offered tool) or a JSON call object;
+* ``echoed``: visible content repeats toolshim's tool instructions: a run of ``ECHO_WORDS`` words
+  (case and punctuation aside) that occurs in the instructions the format renders for this request
+  and not in the request's own tool definitions (a model may quote a tool's description);
+* ``empty``: no call and no visible text;
+* ``usage``: a non-streaming answer carries ``usage`` with both token counts.
+
+Independent of toolshim's own filters on purpose: the instructions are rendered by the format
+plugin, but the comparison is this module's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolshim.formats import ToolChoice, ToolSpec, get_format
+from toolshim.rewrite import TOOL_RESULTS_ARE_DATA
+
+ECHO_WORDS = 6
+_WORD = re.compile(r"[^\W_]+")
+_FIXED_MARKUP = (
+    r"</?tool_call|Action( Input)?:|</?tool:|\^\^\^|<function=|<parameter=|</?tool_response|"
+    r"</?function_calls?|</?invoke|\{\s*\"name\"\s*:"
+)
+
+
+def markup_pattern(tool_names: Iterable[str] = ()) -> re.Pattern[str]:
+    """Tool markup of every format, and ``<name>`` / ``</name>`` / ``<name/>`` for each offered tool."""
+    names = "|".join(re.escape(name) for name in sorted(set(tool_names), key=len, reverse=True))
+    tags = rf"|</?(?:{names})\s*/?>" if names else ""
+    return re.compile(_FIXED_MARKUP + tags)
+
+
+def has_markup(content: str | None, tool_names: Iterable[str] = ()) -> bool:
+    return markup_pattern(tool_names).search(content or "") is not None
+
+
+def _windows(text: str) -> set[tuple[str, ...]]:
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return {tuple(words[i : i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+
+
+def instruction_windows(format_name: str, tools: Sequence[Mapping[str, Any]], parallel: bool) -> set[tuple[str, ...]]:
+    """The word runs of toolshim's instructions for these tools that the tools themselves do not carry."""
+    specs = [ToolSpec.from_openai(tool) for tool in tools]
+    rendered = get_format(format_name).render_tools(specs, ToolChoice.from_openai("auto"), parallel)
+    own = _windows(rendered + "\n" + TOOL_RESULTS_ARE_DATA)
+    return own - _windows(json.dumps(list(tools), ensure_ascii=False))
+
+
+def echoes(content: str | None, windows: set[tuple[str, ...]]) -> bool:
+    return bool(content) and not _windows(content or "").isdisjoint(windows)
+
+
+def is_empty(message: Any) -> bool:
+    return not message.tool_calls and not (message.content or "").strip()
+
+
+def has_usage(response: Any) -> bool:
+    usage = getattr(response, "usage", None)
+    return usage is not None and usage.prompt_tokens is not None and usage.completion_tokens is not None

@@ -1,0 +1,57 @@
+"""bench/hygiene.py: what the benchmarks count as markup, echoed instructions, empty, missing usage."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from toolshim.formats import FORMATS, ToolChoice, ToolSpec, get_format
+
+from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the current weather in a city, in the unit the user asked for.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("<get_weather><city>Paris</city></get_weather>", True),
+        ("<get_weather/>", True),
+        ("<tool_response>{}</tool_response>", True),
+        ("It is sunny in Paris; get_weather says so.", False),
+        ("Use <b>bold</b> here.", False),
+    ],
+)
+def test_markup_includes_tags_named_after_offered_tools(content: str, expected: bool) -> None:
+    assert has_markup(content, ["get_weather"]) is expected
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_a_sentence_of_the_rendered_instructions_is_an_echo(fmt: str) -> None:
+    rendered = get_format(fmt).render_tools([ToolSpec.from_openai(t) for t in TOOLS], ToolChoice("auto"), False)
+    windows = instruction_windows(fmt, TOOLS, parallel=False)
+    longest = max((line for line in rendered.splitlines() if "get_weather" not in line), key=len)
+    assert echoes(f"Sure. {longest}", windows)
+    assert not echoes("The weather in Paris is sunny and 21 degrees today, as far as I know.", windows)
+
+
+def test_quoting_a_tools_own_description_is_not_an_echo() -> None:
+    windows = instruction_windows("hermes", TOOLS, parallel=False)
+    assert not echoes("I can get the current weather in a city, in the unit the user asked for.", windows)
+
+
+def test_empty_and_usage() -> None:
+    assert is_empty(SimpleNamespace(tool_calls=None, content="  \n"))
+    assert not is_empty(SimpleNamespace(tool_calls=[object()], content=None))
+    assert not is_empty(SimpleNamespace(tool_calls=None, content="Hi"))
+    assert has_usage(SimpleNamespace(usage=SimpleNamespace(prompt_tokens=3, completion_tokens=1)))
+    assert not has_usage(SimpleNamespace(usage=None))
