@@ -140,6 +140,7 @@ class Outcome:
     echoed: bool = False  # content repeats toolshim's tool instructions
     empty: bool = False  # no call and no visible text
     usage: bool = True  # the answer carries usage with both token counts
+    grammar: str | None = None  # toolshim's x-toolshim-grammar header: "built 12.345 ms" / "cached 0.010 ms"
 
 
 def leaked(content: str | None, tool_names: Sequence[str] = ()) -> bool:
@@ -169,7 +170,10 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
     """One timed non-streaming request, scored."""
     began = time.monotonic()
     try:
-        response = client.chat.completions.create(model=model, **request_for(bfcl, mode, question, max_tokens))
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, **request_for(bfcl, mode, question, max_tokens)
+        )
+        response = raw.parse()
     except APIError as exc:
         seconds = time.monotonic() - began
         return Outcome(
@@ -197,6 +201,7 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
         and echoes(message.content, instruction_windows(mode.tool_format, tools, parallel=True)),
         empty=is_empty(message),
         usage=has_usage(response),
+        grammar=raw.headers.get("x-toolshim-grammar"),
     )
 
 
@@ -230,6 +235,30 @@ def table(outcomes: Sequence[Outcome], heading: str) -> str:
         for category in dict.fromkeys(o.category for o in mine):
             lines.append(summary_row(mode, category, [o for o in mine if o.category == category]))
         lines.append(summary_row(mode, "**overall**", mine))
+    return "\n".join(lines)
+
+
+def grammar_costs(outcomes: Sequence[Outcome]) -> str:
+    """Per constrained mode: what getting the grammar cost (first request, median built, median
+    cached) next to the model's own median time per request."""
+    lines = []
+    for mode in dict.fromkeys(o.mode for o in outcomes if o.grammar):
+        mine = [o for o in outcomes if o.mode == mode]
+        costs: dict[str, list[float]] = {"built": [], "cached": []}
+        for o in mine:
+            if o.grammar:
+                how, ms, _ = o.grammar.split()
+                costs[how].append(float(ms))
+        first = next(o.grammar for o in mine if o.grammar)
+        model_ms = statistics.median(o.seconds for o in mine) * 1e3
+        medians = {how: statistics.median(v) if v else None for how, v in costs.items()}
+        parts = [f"first request {first}"]
+        for how, median in medians.items():
+            if median is not None:
+                count, pct = len(costs[how]), 100 * median / model_ms
+                parts.append(f"median {how} {median:.3f} ms ({count} requests, {pct:.3f}% of the model's median)")
+        parts.append(f"model median {model_ms / 1e3:.1f} s")
+        lines.append(f"grammar, {mode}: " + "; ".join(parts))
     return "\n".join(lines)
 
 
@@ -320,6 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(seed {args.seed}), temperature 0, max_tokens {args.max_tokens}"
     )
     print(table(outcomes, heading))
+    costs = grammar_costs(outcomes)
+    if costs:
+        print("\n" + costs)
     print(f"\nanswers: {args.out}", file=sys.stderr)
     return 0
 

@@ -4,7 +4,9 @@ Sans-IO. From (format, tools, tool_choice, call limit) it builds a GBNF grammar 
 are exactly what the format's parser reads as valid calls: the format's wrapper syntax, the name
 one of the offered tools, the arguments valid against that tool's JSON Schema. With ``required``
 or a named function the output is 1..max_calls calls and nothing else; with ``auto`` it is either
-free text (not starting with ``<``) or such calls. For hermes::
+free text or such calls. Free text may not start with ``<``, ``{``, ``[``, a backtick or white space:
+a small model that means to call a tool starts with one of those (a bare ``{"name": ...}`` object, a
+fenced block, a tag), and there the grammar leaves it only the format's own call syntax. For hermes::
 
     root       ::= tool-calls | free-text    # auto; "tool-calls" alone when a call is demanded
     tool-calls ::= tool-call ("\\n" tool-call){0,N-1}
@@ -146,7 +148,7 @@ def hermes_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int)
     lines += [
         f"tool-calls ::= tool-call{repeat}",
         f"tool-call ::= {_literal(CALL_HEAD)} ({names}) {_literal(CALL_TAIL)}",
-        "free-text ::= [^<\\x00] [^\\x00]*",
+        "free-text ::= [^<{[`\\x00 \\t\\n\\r] [^\\x00]*",
         "root ::= tool-calls" if demand_call else "root ::= tool-calls | free-text",
     ]
     return "\n".join(lines) + "\n"

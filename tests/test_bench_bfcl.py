@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from bench.bfcl import (
     Mode,
     Outcome,
     check_rules,
+    grammar_costs,
     leaked,
     parse_modes,
     raw_result,
@@ -132,3 +134,20 @@ def test_table_rows_per_category_then_overall_per_mode() -> None:
         "| hermes | simple_python | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
         "| hermes | **overall** | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 4.0 s |",
     ]
+
+
+def test_grammar_costs_per_constrained_mode() -> None:
+    def timed(mode: str, seconds: float, grammar: str | None) -> Outcome:
+        return replace(outcome(mode, "simple_python", True, False, seconds), grammar=grammar)
+
+    outcomes = [
+        timed("hermes", 1.0, None),
+        timed("hermes+constrained", 2.0, "built 4.000 ms"),
+        timed("hermes+constrained", 4.0, "cached 0.010 ms"),
+        timed("hermes+constrained", 6.0, "built 6.000 ms"),
+    ]
+    assert grammar_costs(outcomes) == (
+        "grammar, hermes+constrained: first request built 4.000 ms; median built 5.000 ms (2 requests, 0.125% of "
+        "the model's median); median cached 0.010 ms (1 requests, 0.000% of the model's median); model median 4.0 s"
+    )
+    assert grammar_costs(outcomes[:1]) == ""

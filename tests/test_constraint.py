@@ -71,6 +71,9 @@ def test_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
     assert not accepts(required.text, "Sure, let me check.")  # a call was demanded
     assert accepts(auto.text, "It is sunny in Paris.") and accepts(auto.text, render(paris))
     assert not accepts(auto.text, render(paris, paris))  # one call allowed
+    assert accepts(auto.text, "Use `x < y` and {braces} inside the text.")
+    for markup_first in ('{"name": "get_weather"}', "```json\n{}\n```", "[get_weather()]", " <tool_call>", "\n{"):
+        assert not accepts(auto.text, markup_first), markup_first  # only the call syntax starts like markup
 
 
 def bounded(schema: dict[str, Any]) -> str:
