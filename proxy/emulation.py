@@ -269,9 +269,10 @@ class Emulator:
             return None
         if attempt.malformed and repair_ok:
             reason = attempt.malformed[0].reason
+            text_ok = "" if self.plan.wants_call else " If none of the available tools fits, answer in plain text."
             return "repair", (
                 f"Your tool call could not be used: {reason}. Write the tool call again, "
-                "correctly, in exactly the format described in the instructions."
+                f"correctly, in exactly the format described in the instructions.{text_ok}"
             )
         if self.plan.wants_call and required_ok:
             self.builder.drop_held_text()

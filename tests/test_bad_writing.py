@@ -258,3 +258,39 @@ async def test_reask_temperature_rule_option(start_proxy, fake_upstream) -> None
     fake_upstream.script(Reply(pieces=text_stream(pieces(bad_call("hermes")))), Reply(pieces=text_stream(["ok"])))
     await ask(proxy, False, temperature=0.9)  # a temperature above the floor is kept
     assert [request["temperature"] for request in fake_upstream.requests] == [0.9, 0.9]
+
+
+MADE_UP_CALL = '{"name": "lookup_tax_records", "arguments": {"year": 2020}}'
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_to_a_made_up_tool_is_no_text(start_proxy, fake_upstream, fmt: str, stream: bool) -> None:
+    """A bare call object naming no offered tool is a malformed call: re-asked (text allowed when
+    tool_choice is auto), and never shown as written."""
+    proxy = await start_proxy(models=emulated(fmt, max_repair_retries=1))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(MADE_UP_CALL))), Reply(pieces=text_stream(pieces("I have no tax tool.")))
+    )
+    message = (await ask(proxy, stream))["choices"][0]["message"]
+    assert not message.get("tool_calls") and message["content"].strip() == "I have no tax tool."
+    corrective = fake_upstream.requests[1]["messages"][-1]["content"]
+    assert "unknown tool 'lookup_tax_records'" in corrective and "answer in plain text" in corrective
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+async def test_made_up_calls_to_the_end_leave_words_not_markup(start_proxy, fake_upstream, fmt: str) -> None:
+    proxy = await start_proxy(models=emulated(fmt, max_repair_retries=1))
+    fake_upstream.script(*[Reply(pieces=text_stream(pieces(MADE_UP_CALL.replace("2020", y)))) for y in ("2020", "21")])
+    content = (await ask(proxy, False))["choices"][0]["message"]["content"]
+    assert content.strip() and not any(mark in content for mark in '{}"')
+
+
+async def test_a_demanded_call_is_reasked_without_the_text_hint(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(MADE_UP_CALL))), Reply(pieces=text_stream(pieces(call_text("hermes"))))
+    )
+    message = (await ask(proxy, False, tool_choice="required"))["choices"][0]["message"]
+    assert message["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert "plain text" not in fake_upstream.requests[1]["messages"][-1]["content"]

@@ -30,7 +30,7 @@ from ._foreign_open import (
     Group,
     fence_start,
 )
-from ._foreign_scan import Call, ValueScanner, read_calls
+from ._foreign_scan import Call, ValueScanner, read_calls, unknown_call
 from ._foreign_xml import FUNCTION, QWEN3_ENDS, TOOL_CALL_END, decode, morph_body, morph_partial, morph_tag, partial
 from ._foreign_xml import qwen3_body as qwen3_head
 from ._text import EventBuffer, find_first, partial_marker_len
@@ -251,9 +251,7 @@ class ForeignCalls:
                 group = Group(tag.strip("<>|"), closer=closer, wrapped=True)
                 return self._begin(group, p, p + len(tag), head=True)
         m = FUNCTION_TAG.match(s, p)
-        if m is not None:
-            if self._calls.resolve(m.group(1)) is None:
-                return False
+        if m is not None:  # a name no tool has is read too: a made-up call is malformed, not text
             group = Group("function_tag", closer=FUNCTION_CLOSE, wrapped=True, name=m.group(1))
             return self._begin(group, p, m.end(), head=True)
         tools = self._calls.tools.tools
@@ -459,13 +457,20 @@ class ForeignCalls:
         group = self._group
         assert group is not None
         self._parts = []
+        if group.name is not None and self._calls.resolve(group.name) is None:
+            self._calls.fail(group.opener + text, self._calls.tools.describe_unresolved(group.name))
+            group.gap, group.name = "", None
+            self._state = _State.AFTER
+            return
         if group.name is not None:
             found: tuple[list[tuple[str, object]], tuple[str, ...]] | None = ([(group.name, text)], ())
         else:
             found = read_calls(text, lambda n: self._calls.resolve(n) is not None, not group.wrapped)
         if found is None:
-            if group.wrapped and self._sc.verdict:
-                self._calls.fail(group.opener + text, f"no usable call in {group.kind} block")
+            made_up = None if group.inline else unknown_call(text, lambda n: self._calls.resolve(n) is not None)
+            if made_up is not None or (group.wrapped and self._sc.verdict):
+                reason = self._calls.tools.describe_unresolved(made_up) if made_up is not None else ""
+                self._calls.fail(group.opener + text, reason or f"no usable call in {group.kind} block")
                 group.gap = ""
                 self._state = _State.AFTER
                 return

@@ -247,6 +247,25 @@ def read_calls(text: str, known: Callable[[str], bool], need_args: bool) -> tupl
     return (calls, tuple(repairs)) if calls else None
 
 
+def unknown_call(text: str, known: Callable[[str], bool]) -> str | None:
+    """The name of the first call object in a complete value that names no offered tool while it
+    carries ``arguments`` / ``parameters``: a call the model meant, to a tool it made up. None else
+    (a value with any other shape stays what it was)."""
+    parsed = parse_json_lenient(text)
+    if parsed is None:
+        return None
+    value = parsed[0]
+    if isinstance(value, dict) and "name" not in value and "function" not in value:
+        value = next((value[k] for k in LIST_KEYS if isinstance(value.get(k), list)), value)
+    for item in value if isinstance(value, list) else [value]:
+        found = call_parts(item)
+        if found is None or not found[2]:
+            return None
+        if not known(found[0]):
+            return found[0]
+    return None
+
+
 def _name_only(item: Any) -> bool:
     """Whether a call object without arguments holds nothing but its name (and type / id)."""
     obj = item.get("function", item) if isinstance(item, dict) and "name" not in item else item
