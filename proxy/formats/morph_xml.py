@@ -11,7 +11,9 @@ Wire syntax (what the model writes)::
     </search_docs>
 
 Only the request's tool names open a block (``<NAME>``, or ``<NAME/>`` for a call without arguments); any
-other tag (``<b>``, ``<city>`` in prose) is text. How an element's body becomes arguments (nested objects,
+other tag (``<b>``, ``<city>`` in prose) is text. Models also write arguments as attributes
+(``<get_weather city="Paris"/>``, ``<get_weather city="Paris">...</get_weather>``): read as the same
+parameter elements, written first. How an element's body becomes arguments (nested objects,
 repeated elements and ``<item>`` children as arrays, raw-text strings, entities, schema typing): ``_morph_block``.
 
 Stop sequences: a call ends with ``</NAME>``, which no fixed stop string can name, so ``<tool_response`` (where
@@ -20,8 +22,10 @@ the model starts to imitate a result) is the stop, as in the ``xml`` format; one
 Parser states (``_State``, one ``_step_*`` method each, see ``MorphXmlParser._steps``) and transitions:
 
 * PROSE: text (``_tagprose``: code fences and inline code keep markers as text). ``<NAME>`` -> BODY (after
-  ``max_calls`` calls: SecondToolStarted, DONE); ``<NAME/>`` is a whole call; ``<think>`` -> THINK;
+  ``max_calls`` calls: SecondToolStarted, DONE); ``<NAME/>`` is a whole call; ``<NAME `` -> ATTRS; ``<think>`` -> THINK;
   ``<tool_response`` -> DONE; stray ``</NAME>`` and ``</think>`` are dropped.
+* ATTRS: held until the tag's ``>`` (at most ``_ATTRS_CAP`` characters): quoted attributes only and
+  ``/>`` -> a whole call, ``>`` -> BODY; anything else: the held text was prose -> PROSE.
 * THINK: reasoning until ``</think>`` -> PROSE.
 * BODY: the element's text up to its matching ``</NAME>`` (a nested ``<NAME>`` counts), decoded once, then
   ToolCallEnd or Malformed -> PROSE. Text between parameter elements is repair ``stray_text``.
@@ -47,12 +51,16 @@ from ._text import EventBuffer
 from .base import Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
 _BLANKS = 16  # blanks allowed before a closing tag's ">" (bounds what BODY holds back)
+_ATTRS_CAP = 8192  # the longest opening tag with attributes held before it counts as prose
+_ATTR = re.compile(r"""[ \t\r\n]+([A-Za-z_][\w.-]{0,99})[ \t]*=[ \t]*(?:"([^"<]*)"|'([^'<]*)')""")
+_ATTRS_END = re.compile(r"[ \t\r\n]*(/?)>")
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
     PROSE = auto()
+    ATTRS = auto()
     THINK = auto()
     BODY = auto()
     DONE = auto()
@@ -67,7 +75,8 @@ class MorphXmlParser:
         self._names = {t.name: t for t in tools if TAG.fullmatch(f"<{t.name}>")}
         self._opens = {f"<{n}>": n for n in self._names}
         self._empties = {f"<{n}/>": n for n in self._names}
-        markers = [*self._opens, *self._empties, *(f"</{n}>" for n in self._names), RESPONSE]
+        self._attributed = {f"<{n} ": n for n in self._names}
+        markers = [*self._opens, *self._empties, *self._attributed, *(f"</{n}>" for n in self._names), RESPONSE]
         self._prose = TagProse(markers, self._out)
         self._buf = ""
         self._pos = 0
@@ -75,11 +84,13 @@ class MorphXmlParser:
         self._raw: list[str] = []  # the open element's text, from its opening tag
         self._open_tag = ""
         self._close_tag = ""
+        self._attr_name = ""  # the tool whose opening tag with attributes is being read
         self._depth = 0
         self._tags = re.compile("(?!)")  # the open element's opening and closing tags
         self._partial_close = self._tags  # a closing tag without its ">" yet
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
+            _State.ATTRS: self._step_attrs,
             _State.THINK: self._step_think,
             _State.BODY: self._step_body,
         }
@@ -99,7 +110,9 @@ class MorphXmlParser:
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]
-        if state is _State.PROSE:
+        if state is _State.ATTRS:  # the output ended inside the tag: it was prose
+            self._prose.flush(f"<{self._attr_name}{rest}")
+        elif state is _State.PROSE:
             self._prose.flush(rest)
         elif state is _State.THINK:
             self._prose.think(rest + THINK_END, 0)
@@ -120,8 +133,11 @@ class MorphXmlParser:
             self._state = _State.THINK
         elif marker == RESPONSE and not found.joined:
             self._state = _State.DONE
-        elif found.joined or (marker not in self._opens and marker not in self._empties):
+        elif found.joined or not (marker in self._opens or marker in self._empties or marker in self._attributed):
             self._prose.after_markup(False)  # a stray closing tag, or a tag spelled across removed markup
+        elif marker in self._attributed:
+            self._pos -= 1  # the blank after the name starts the first attribute
+            self._attr_name, self._state = self._attributed[marker], _State.ATTRS
         elif self._calls.cut():
             self._state = _State.DONE
         elif marker in self._empties:
@@ -129,13 +145,47 @@ class MorphXmlParser:
             self._calls.start(name)
             self._finish(marker, closed=True)
         else:
-            name = self._opens[marker]
-            self._calls.start(name)
-            self._raw, self._open_tag, self._close_tag, self._depth = [marker], marker, f"</{name}>", 1
-            close = rf"</{re.escape(name)}[ \t]{{0,{_BLANKS}}}"  # "</NAME >" closes too
-            self._tags, self._partial_close = re.compile(rf"{re.escape(marker)}|{close}>"), re.compile(close)
-            self._state = _State.BODY
+            self._open_body(self._opens[marker], marker)
         return True
+
+    def _open_body(self, name: str, raw: str) -> None:
+        """An element opened (``raw``: its opening tag, attributes already written as children): -> BODY."""
+        self._calls.start(name)
+        opening = f"<{name}>"
+        self._raw, self._open_tag, self._close_tag, self._depth = [raw], opening, f"</{name}>", 1
+        close = rf"</{re.escape(name)}[ \t]{{0,{_BLANKS}}}"  # "</NAME >" closes too
+        self._tags, self._partial_close = re.compile(rf"{re.escape(opening)}|{close}>"), re.compile(close)
+        self._state = _State.BODY
+
+    def _step_attrs(self) -> bool:
+        """``<NAME`` and a blank were read (the blank is at ``_pos``): wait for the tag's end, then decide."""
+        buf, start = self._buf, self._pos
+        gt = buf.find(">", start, start + _ATTRS_CAP)
+        if gt == -1:
+            if len(buf) - start >= _ATTRS_CAP:
+                self._attrs_are_prose()
+                return True
+            return False
+        attrs = _attributes(buf[start : gt + 1])
+        if attrs is None:
+            self._attrs_are_prose()
+            return True
+        self._pos, name, self._state = gt + 1, self._attr_name, _State.PROSE
+        children = "".join(f"<{key}>{value}</{key}>" for key, value in attrs[0].items())
+        if self._calls.cut():
+            self._state = _State.DONE
+        elif attrs[1]:
+            self._calls.start(name)
+            self._finish(f"<{name}>{children}</{name}>", closed=True)
+        else:
+            self._open_body(name, f"<{name}>{children}")
+        return True
+
+    def _attrs_are_prose(self) -> None:
+        """The tag after ``<NAME `` is no attribute list: ``<NAME`` was prose; scanning goes on at the blank."""
+        self._prose.emit(f"<{self._attr_name}")
+        self._prose.resumed = False  # nothing was removed: no junction to check
+        self._state = _State.PROSE
 
     def _step_think(self) -> bool:
         found = self._prose.think(self._buf, self._pos)
@@ -187,6 +237,18 @@ class MorphXmlParser:
             return
         repairs = [*(["stray_text"] if element.stray_text else []), *([] if closed else ["unclosed_tool"])]
         self._calls.finish(element.name, element.arguments, raw, before=repairs, hide=_SYNTAX_COERCIONS)
+
+
+def _attributes(tag_rest: str) -> tuple[dict[str, str], bool] | None:
+    """``' city="Paris" days='3'/>'`` -> ``({"city": "Paris", "days": "3"}, self_closing)``; None unless the
+    text is one or more quoted attributes and the tag's end."""
+    attrs: dict[str, str] = {}
+    pos = 0
+    while (m := _ATTR.match(tag_rest, pos)) is not None:
+        attrs[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3)
+        pos = m.end()
+    end = _ATTRS_END.fullmatch(tag_rest, pos)
+    return (attrs, bool(end.group(1))) if end is not None and attrs else None
 
 
 class MorphXmlFormat:

@@ -182,7 +182,7 @@ NOISE = [
 ]
 
 
-MADE_UP_CALL = re.compile(r'<function=get_stock>\s*[{\[]|"name"\s*:\s*"get_stock"')
+MADE_UP_CALL = re.compile(r'<function=get_stock>\s*(?:[{\[]|</function>)|"name"\s*:\s*"get_stock"')
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
