@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -319,6 +320,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--out", type=Path, default=Path("bfcl-answers.jsonl"), help="JSON lines, one per answer")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        metavar="ANSWERS",
+        help="ask nothing: print the table of earlier runs' --out files (e.g. one run per mode)",
+    )
     args = parser.parse_args(argv)
     try:
         args.mode_list = parse_modes(args.modes)
@@ -333,9 +341,34 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def load_answers(paths: Sequence[Path]) -> list[Outcome]:
+    """The outcomes ``--out`` files hold, in file order."""
+    outcomes = []
+    for path in paths:
+        with path.open(encoding="utf-8") as lines:
+            outcomes += [Outcome(**json.loads(line)) for line in lines if line.strip()]
+    return outcomes
+
+
+def report(outcomes: Sequence[Outcome], heading: str) -> str:
+    """The table, then what the grammar cost in the constrained modes."""
+    costs = grammar_costs(outcomes)
+    return table(outcomes, heading) + (f"\n\n{costs}" if costs else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Load BFCL, check the rules, run every mode, print the table."""
     args = parse_args(argv)
+    if args.report:
+        outcomes = load_answers(args.report)
+        per_category = max(Counter((o.mode, o.category) for o in outcomes).values(), default=0)
+        print(
+            report(
+                outcomes,
+                f"BFCL v4, up to {per_category} questions per category, from {len(args.report)} answer file(s)",
+            )
+        )
+        return 0
     modes: list[Mode] = args.mode_list
     if any(m.tool_format for m in modes):
         check_rules(rules_for_modes(modes, "http://127.0.0.1:1/v1", "check"))
@@ -348,10 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"BFCL v4, model {spec_for(args.model).alias}, {per_category} questions per category "
         f"(seed {args.seed}), temperature 0, max_tokens {args.max_tokens}"
     )
-    print(table(outcomes, heading))
-    costs = grammar_costs(outcomes)
-    if costs:
-        print("\n" + costs)
+    print(report(outcomes, heading))
     print(f"\nanswers: {args.out}", file=sys.stderr)
     return 0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,8 +22,10 @@ from bench.bfcl import (
     check_rules,
     grammar_costs,
     leaked,
+    load_answers,
     parse_modes,
     raw_result,
+    report,
     rules_for_modes,
     table,
 )
@@ -151,3 +153,18 @@ def test_grammar_costs_per_constrained_mode() -> None:
         "the model's median); median cached 0.010 ms (1 requests, 0.000% of the model's median); model median 4.0 s"
     )
     assert grammar_costs(outcomes[:1]) == ""
+
+
+def test_report_reads_answer_files_back(tmp_path: Path) -> None:
+    outcomes = [
+        replace(outcome("hermes+constrained", "simple_python", True, False, 2.0), grammar="built 3.000 ms"),
+        outcome("prompt", "simple_python", False, False, 1.0),
+    ]
+    files = []
+    for i, one in enumerate(outcomes):
+        files.append(tmp_path / f"{i}.jsonl")
+        files[-1].write_text(json.dumps(asdict(one)) + "\n", encoding="utf-8")
+    assert load_answers(files) == outcomes
+    text = report(load_answers(files), "HEAD")
+    assert text.startswith(table(outcomes, "HEAD"))
+    assert "grammar, hermes+constrained: first request built 3.000 ms" in text
