@@ -4,14 +4,17 @@ Sans-IO. From (format, tools, tool_choice, call limit) it builds a GBNF grammar 
 are exactly what the format's parser reads as valid calls: the format's wrapper syntax, the name
 one of the offered tools, the arguments valid against that tool's JSON Schema. With ``required``
 or a named function the output is 1..max_calls calls and nothing else; with ``auto`` it is either
-free text or such calls. Free text may not start with ``<``, ``{``, ``[``, a backtick or white space:
-a small model that means to call a tool starts with one of those (a bare ``{"name": ...}`` object, a
-fenced block, a tag), and there the grammar leaves it only the format's own call syntax. For hermes::
+free text or such calls. Where the parser reads bare call objects (the rule's ``lenient``, on by
+default), the calls may also be written bare, ``{"name": ...}`` without the wrapper: small Qwen models
+do, and a grammar without that branch pushed them into prose instead of a call (BFCL: 11 of 21). Free
+text may not start with ``<``, ``{`` or a blank, so a model that starts a call can only finish it validly. For hermes::
 
-    root       ::= tool-calls | free-text    # auto; "tool-calls" alone when a call is demanded
-    tool-calls ::= tool-call ("\\n" tool-call){0,N-1}
-    tool-call  ::= "<tool_call>\\n{\\"name\\": " (tool-0 | tool-1) "}\\n</tool_call>"
-    tool-0     ::= "\\"get_weather\\", \\"arguments\\": " tool-0-args   # args: llama.cpp's converter
+    root        ::= tool-calls | bare-calls | free-text    # auto; no free-text when a call is demanded
+    tool-calls  ::= tool-call ("\\n" tool-call){0,N-1}
+    bare-calls  ::= call-object ("\\n" call-object){0,N-1}
+    tool-call   ::= "<tool_call>\\n" call-object "\\n</tool_call>"
+    call-object ::= "{\\"name\\": " (tool-0 | tool-1) "}"
+    tool-0      ::= "\\"get_weather\\", \\"arguments\\": " tool-0-args   # args: llama.cpp's converter
 
 Only hermes is supported: its arguments are one JSON object. Formats whose arguments are not one
 JSON value (xml's parameter tags, caret's body) or whose calls are free-form lines (react) get no
@@ -61,8 +64,11 @@ Dialect = Literal["gbnf", "vllm", "none"]
 DIALECTS: tuple[str, ...] = ("gbnf", "vllm", "none")
 SUPPORTED_FORMATS = CONSTRAINED_FORMATS
 _CACHE_SIZE = 256
-CALL_HEAD = OPEN + '\n{"name": '  # as hermes' render_call writes a call
+CALL_OBJECT = '{"name": '
+CALL_HEAD = OPEN + "\n" + CALL_OBJECT  # as hermes' render_call writes a call
 CALL_TAIL = "}\n" + CLOSE
+# Free text may not start with these: "<" and "{" start the calls (wrapped, bare), the rest is a blank or NUL.
+FREE_TEXT_NOT_FIRST = "<{\\x00 \\t\\n\\r"
 
 # The errors llama.cpp's converter raises on a schema it cannot express (it uses asserts).
 _CONVERTER_ERRORS = (AssertionError, ValueError, KeyError, TypeError, IndexError, RecursionError, NotImplementedError)
@@ -137,21 +143,29 @@ def _tool_rules(converter: Any, tools: Sequence[ToolSpec]) -> list[tuple[str, st
     return rules
 
 
-def hermes_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int) -> str:
-    """The hermes grammar (see the module docstring); raises ``ConverterMissing`` or a converter error."""
+def hermes_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int, bare: bool = True) -> str:
+    """The hermes grammar (see the module docstring); raises ``ConverterMissing`` or a converter error.
+    ``bare``: the parser reads bare call objects too (lenient recognition), so the grammar offers them."""
     converter = _converter()
     tool_rules = _tool_rules(converter, tools)
     lines = converter.format_grammar().splitlines()
     lines += [f"{name} ::= {rule}" for name, rule in tool_rules]
-    repeat = "" if max_calls <= 1 else f' ("\\n" tool-call){{0,{max_calls - 1}}}'
     names = " | ".join(name for name, _ in tool_rules)
+    calls = ["tool-calls", *(["bare-calls"] if bare else []), *([] if demand_call else ["free-text"])]
     lines += [
-        f"tool-calls ::= tool-call{repeat}",
-        f"tool-call ::= {_literal(CALL_HEAD)} ({names}) {_literal(CALL_TAIL)}",
-        "free-text ::= [^<{[`\\x00 \\t\\n\\r] [^\\x00]*",
-        "root ::= tool-calls" if demand_call else "root ::= tool-calls | free-text",
+        f"call-object ::= {_literal(CALL_OBJECT)} ({names}) {_literal('}')}",
+        f"tool-call ::= {_literal(OPEN + chr(10))} call-object {_literal(chr(10) + CLOSE)}",
+        f"tool-calls ::= tool-call{_more('tool-call', max_calls)}",
+        *([f"bare-calls ::= call-object{_more('call-object', max_calls)}"] if bare else []),
+        *([] if demand_call else [f"free-text ::= [^{FREE_TEXT_NOT_FIRST}] [^\\x00]*"]),
+        "root ::= " + " | ".join(calls),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _more(rule: str, max_calls: int) -> str:
+    """Up to ``max_calls - 1`` more of ``rule``, each on a new line."""
+    return "" if max_calls <= 1 else f' ("\\n" {rule}){{0,{max_calls - 1}}}'
 
 
 class GrammarCache:
@@ -163,27 +177,30 @@ class GrammarCache:
         self._size = size
         self._items: OrderedDict[str, str | None] = OrderedDict()
 
-    def get(self, fmt: str, tools: Sequence[ToolSpec], choice: ToolChoice, max_calls: int) -> Grammar | None:
-        """The grammar for this request, or ``None`` where none fits (format, schema, no converter)."""
+    def get(
+        self, fmt: str, tools: Sequence[ToolSpec], choice: ToolChoice, max_calls: int, bare: bool = True
+    ) -> Grammar | None:
+        """The grammar for this request, or ``None`` where none fits (format, schema, no converter).
+        ``bare``: bare call objects are calls too (the rule's ``lenient``)."""
         if fmt not in SUPPORTED_FORMATS or not tools or choice.mode == "none":
             return None
         started = time.perf_counter()
         demand = choice.mode in ("required", "named")
-        key = _key(fmt, tools, demand, max_calls)
+        key = _key(fmt, tools, demand, max_calls, bare)
         if key in self._items:
             self._items.move_to_end(key)
             text = self._items[key]
             return None if text is None else Grammar(text, time.perf_counter() - started, cached=True)
-        built = self._build(tools, demand, max_calls)
+        built = self._build(tools, demand, max_calls, bare)
         self._items[key] = built
         if len(self._items) > self._size:
             self._items.popitem(last=False)
         return None if built is None else Grammar(built, time.perf_counter() - started, cached=False)
 
     @staticmethod
-    def _build(tools: Sequence[ToolSpec], demand: bool, max_calls: int) -> str | None:
+    def _build(tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str | None:
         try:
-            return hermes_grammar(tools, demand, max_calls)
+            return hermes_grammar(tools, demand, max_calls, bare)
         except ConverterMissing as exc:
             log.warning("%s", exc)
             return None
@@ -192,9 +209,9 @@ class GrammarCache:
             return None
 
 
-def _key(fmt: str, tools: Sequence[ToolSpec], demand: bool, max_calls: int) -> str:
+def _key(fmt: str, tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str:
     spec = [[t.name, t.parameters] for t in tools]
-    raw = json.dumps([fmt, spec, demand, max_calls], sort_keys=True, default=str)
+    raw = json.dumps([fmt, spec, demand, max_calls, bare], sort_keys=True, default=str)
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -35,7 +35,7 @@ def test_hermes_grammar_parses_and_names_every_tool(mode: str, max_calls: int) -
     grammar = GrammarCache().get("hermes", tools, choice, max_calls)
     assert grammar is not None and not grammar.cached and parses(grammar.text)
     lines = dict(line.split(" ::= ", 1) for line in grammar.text.splitlines())
-    assert lines["root"] == ("tool-calls | free-text" if mode == "auto" else "tool-calls")
+    assert lines["root"] == ("tool-calls | bare-calls | free-text" if mode == "auto" else "tool-calls | bare-calls")
     assert ("{0,2}" in lines["tool-calls"]) == (max_calls == 3)
     for i, tool in enumerate(tools):
         assert lines[f"tool-{i}"].startswith(json.dumps(json.dumps(tool.name) + ', "arguments": '))
@@ -72,8 +72,13 @@ def test_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
     assert accepts(auto.text, "It is sunny in Paris.") and accepts(auto.text, render(paris))
     assert not accepts(auto.text, render(paris, paris))  # one call allowed
     assert accepts(auto.text, "Use `x < y` and {braces} inside the text.")
-    for markup_first in ('{"name": "get_weather"}', "```json\n{}\n```", "[get_weather()]", " <tool_call>", "\n{"):
-        assert not accepts(auto.text, markup_first), markup_first  # only the call syntax starts like markup
+    bare = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}'
+    assert accepts(auto.text, bare) and accepts(required.text, bare)  # lenient parsers read bare calls
+    assert not accepts(auto.text, bare.replace("celsius", "kelvin")) and not accepts(auto.text, bare + "\n" + bare)
+    for markup_first in ('{"name": "get_weather"}', '{"name": "delete_everything", "arguments": {}}', " <tool_call>"):
+        assert not accepts(auto.text, markup_first), markup_first  # only a valid call starts like a call
+    strict = GrammarCache().get("hermes", TOOLS, ToolChoice("auto"), 1, bare=False)
+    assert strict is not None and not accepts(strict.text, bare) and accepts(strict.text, render(paris))
 
 
 def bounded(schema: dict[str, Any]) -> str:
@@ -182,7 +187,7 @@ async def test_grammar_goes_upstream(start_proxy, fake_upstream, dialect: str, s
     body = fake_upstream.requests[-1]
     grammar = body["grammar"] if dialect == "gbnf" else body["structured_outputs"]["grammar"]
     assert parses(grammar) and "get_weather" in grammar and "rm_rf" not in grammar
-    assert grammar.splitlines()[-1] == "root ::= tool-calls"
+    assert grammar.splitlines()[-1] == "root ::= tool-calls | bare-calls"
     if dialect == "vllm":
         assert "grammar" not in body
 
