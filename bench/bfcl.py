@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -350,6 +350,21 @@ def load_answers(paths: Sequence[Path]) -> list[Outcome]:
     return outcomes
 
 
+def rejudged(outcomes: Sequence[Outcome], bfcl: Bfcl) -> list[Outcome]:
+    """Markup and echoes judged again from the stored content with today's ``bench/hygiene.py``."""
+    tools: dict[str, list[dict[str, Any]]] = {}
+    for category in dict.fromkeys(o.category for o in outcomes):
+        tools.update({q.id: bfcl.tools(q) for q in bfcl.questions(category, 0, 0)})
+    again = []
+    for o in outcomes:
+        offered = tools[o.id]
+        fmt = parse_modes(o.mode)[0].tool_format
+        names = [tool["function"]["name"] for tool in offered]
+        echoed = fmt is not None and echoes(o.content, instruction_windows(fmt, offered, parallel=True))
+        again.append(replace(o, leaked=leaked(o.content, names), echoed=echoed))
+    return again
+
+
 def report(outcomes: Sequence[Outcome], heading: str) -> str:
     """The table, then what the grammar cost in the constrained modes."""
     costs = grammar_costs(outcomes)
@@ -360,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Load BFCL, check the rules, run every mode, print the table."""
     args = parse_args(argv)
     if args.report:
-        outcomes = load_answers(args.report)
+        outcomes = rejudged(load_answers(args.report), Bfcl())
         per_category = max(Counter((o.mode, o.category) for o in outcomes).values(), default=0)
         print(
             report(

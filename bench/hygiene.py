@@ -4,10 +4,14 @@ The benchmarks (``bench/bfcl.py``, ``bench/local_model.py``) ask real questions 
 way a client library does and count, per answer:
 
 * ``leaked``: visible content carries tool markup of any format (hermes, react, xml, caret, the
-  Qwen3 / Morph XML tags, a tag named after an offered tool) or a JSON call object;
+  Qwen3 / Morph XML tags, a tag named after an offered tool) or a JSON call object, outside code
+  fences tagged with a programming language (a ```` ```python ```` block building a dict
+  ``{"name": ...}`` is code, not markup; a ```` ```json ```` or bare fence is still checked);
 * ``echoed``: visible content repeats toolshim's tool instructions: a run of ``ECHO_WORDS`` words
-  (case and punctuation aside) that occurs in the instructions the format renders for this request
-  and not in the request's own tool definitions (a model may quote a tool's description);
+  (case and punctuation aside) that occurs in the instructions the format renders for this request,
+  not in the request's own tool definitions (a model may quote a tool's description), and has a word
+  of toolshim's own wording (tool and parameter names with ``name``/``arguments`` around them are a
+  call the model wrote, not an echo);
 * ``empty``: no call and no visible text;
 * ``usage``: a non-streaming answer carries ``usage`` with both token counts.
 
@@ -40,8 +44,17 @@ def markup_pattern(tool_names: Iterable[str] = ()) -> re.Pattern[str]:
     return re.compile(_FIXED_MARKUP + tags)
 
 
+_CODE_FENCE = re.compile(r"^```[ \t]*([A-Za-z][\w+#.-]*)[^\n]*\n.*?^```", re.M | re.S)
+_MARKUP_FENCES = frozenset(("json", "xml", "tool_call", "tool_code", "text", "plaintext"))
+
+
+def without_code(content: str) -> str:
+    """``content`` without the bodies of fences tagged with a programming language."""
+    return _CODE_FENCE.sub(lambda m: m.group() if m.group(1).lower() in _MARKUP_FENCES else "", content)
+
+
 def has_markup(content: str | None, tool_names: Iterable[str] = ()) -> bool:
-    return markup_pattern(tool_names).search(content or "") is not None
+    return markup_pattern(tool_names).search(without_code(content or "")) is not None
 
 
 def _windows(text: str) -> set[tuple[str, ...]]:
@@ -54,7 +67,9 @@ def instruction_windows(format_name: str, tools: Sequence[Mapping[str, Any]], pa
     specs = [ToolSpec.from_openai(tool) for tool in tools]
     rendered = get_format(format_name).render_tools(specs, ToolChoice.from_openai("auto"), parallel)
     own = _windows(rendered + "\n" + TOOL_RESULTS_ARE_DATA)
-    return own - _windows(json.dumps(list(tools), ensure_ascii=False))
+    tool_text = json.dumps(list(tools), ensure_ascii=False)
+    call_words = {w.casefold() for w in _WORD.findall(tool_text)} | {"name", "arguments", "parameters"}
+    return {window for window in own - _windows(tool_text) if not call_words.issuperset(window)}
 
 
 def echoes(content: str | None, windows: set[tuple[str, ...]]) -> bool:

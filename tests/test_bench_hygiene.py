@@ -44,6 +44,17 @@ def test_a_sentence_of_the_rendered_instructions_is_an_echo(fmt: str) -> None:
     assert not echoes("The weather in Paris is sunny and 21 degrees today, as far as I know.", windows)
 
 
+def test_code_in_a_language_fence_is_no_markup() -> None:
+    code = 'Like this:\n```python\nresult = {"name": "get_weather", "arguments": {}}\n```\nDone.'
+    assert not has_markup(code, ["get_weather"])
+    assert has_markup(code.replace("python", "json"), ["get_weather"]) and has_markup(code.replace("python", ""))
+
+
+def test_a_call_written_as_words_is_not_an_echo() -> None:
+    windows = instruction_windows("hermes", TOOLS, parallel=False)
+    assert not echoes("get_weather, arguments: city: Paris", windows)
+
+
 def test_quoting_a_tools_own_description_is_not_an_echo() -> None:
     windows = instruction_windows("hermes", TOOLS, parallel=False)
     assert not echoes("I can get the current weather in a city, in the unit the user asked for.", windows)
