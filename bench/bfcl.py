@@ -44,7 +44,7 @@ from toolshim.formats import FORMATS  # noqa: E402
 from toolshim.rules import RulesError, load_rules  # noqa: E402
 
 from bench.bfcl_score import CATEGORIES, Bfcl, Question  # noqa: E402
-from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty  # noqa: E402
+from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, invalid_args, is_empty  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import spec_for  # noqa: E402
 
@@ -142,6 +142,7 @@ class Outcome:
     empty: bool = False  # no call and no visible text
     usage: bool = True  # the answer carries usage with both token counts
     grammar: str | None = None  # toolshim's x-toolshim-grammar header: "built 12.345 ms" / "cached 0.010 ms"
+    invalid_args: bool = False  # a call's arguments break its tool's JSON Schema (or it names no offered tool)
 
 
 def leaked(content: str | None, tool_names: Sequence[str] = ()) -> bool:
@@ -203,7 +204,15 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
         empty=is_empty(message),
         usage=has_usage(response),
         grammar=raw.headers.get("x-toolshim-grammar"),
+        invalid_args=invalid_args(calls_of(result, mode.prompting), tools),
     )
+
+
+def calls_of(result: Any, prompting: bool) -> list[tuple[str, str]]:
+    """The structured calls of an answer (none in prompt mode: its calls are text)."""
+    if prompting or not isinstance(result, list):
+        return []
+    return [(name, arguments) for call in result for name, arguments in call.items()]
 
 
 def share(count: int, total: int) -> str:
@@ -212,25 +221,25 @@ def share(count: int, total: int) -> str:
 
 
 def summary_row(mode: str, group: str, outcomes: Sequence[Outcome]) -> str:
-    """One Markdown table row: correct, markup leaked, instructions echoed, empty, usage missing, latency."""
+    """One Markdown table row: correct, leaked, echoed, empty, no usage, schema-invalid arguments, latency."""
     n = len(outcomes)
     correct, leaks = sum(o.valid for o in outcomes), sum(o.leaked for o in outcomes)
     echoed, empty = sum(o.echoed for o in outcomes), sum(o.empty for o in outcomes)
-    no_usage = sum(not o.usage for o in outcomes)
+    no_usage, bad_args = sum(not o.usage for o in outcomes), sum(o.invalid_args for o in outcomes)
     median = f"{statistics.median(o.seconds for o in outcomes):.1f} s" if outcomes else "-"
-    counts = " | ".join(share(k, n) for k in (correct, leaks, echoed, empty, no_usage))
+    counts = " | ".join(share(k, n) for k in (correct, leaks, echoed, empty, no_usage, bad_args))
     return f"| {mode} | {group} | {counts} | {median} |"
 
 
 TABLE_HEAD = (
     "| mode | category | correct (BFCL checker) | markup leaked | instructions echoed | empty | no usage "
-    "| median latency |"
+    "| schema-invalid arguments | median latency |"
 )
 
 
 def table(outcomes: Sequence[Outcome], heading: str) -> str:
     """Per mode: a row per category, then the overall row (in the order the outcomes came)."""
-    lines = [heading, "", TABLE_HEAD, "|---|---|---|---|---|---|---|---|"]
+    lines = [heading, "", TABLE_HEAD, "|---|---|---|---|---|---|---|---|---|"]
     for mode in dict.fromkeys(o.mode for o in outcomes):
         mine = [o for o in outcomes if o.mode == mode]
         for category in dict.fromkeys(o.category for o in mine):
@@ -361,7 +370,8 @@ def rejudged(outcomes: Sequence[Outcome], bfcl: Bfcl) -> list[Outcome]:
         fmt = parse_modes(o.mode)[0].tool_format
         names = [tool["function"]["name"] for tool in offered]
         echoed = fmt is not None and echoes(o.content, instruction_windows(fmt, offered, parallel=True))
-        again.append(replace(o, leaked=leaked(o.content, names), echoed=echoed))
+        bad_args = invalid_args(calls_of(o.result, parse_modes(o.mode)[0].prompting), offered)
+        again.append(replace(o, leaked=leaked(o.content, names), echoed=echoed, invalid_args=bad_args))
     return again
 
 

@@ -13,7 +13,9 @@ way a client library does and count, per answer:
   of toolshim's own wording (tool and parameter names with ``name``/``arguments`` around them are a
   call the model wrote, not an echo);
 * ``empty``: no call and no visible text;
-* ``usage``: a non-streaming answer carries ``usage`` with both token counts.
+* ``usage``: a non-streaming answer carries ``usage`` with both token counts;
+* ``invalid_args``: a call whose arguments are not a JSON object valid against its tool's schema
+  (``jsonschema``), or a call to a tool that was not offered.
 
 Independent of toolshim's own filters on purpose: the instructions are rendered by the format
 plugin, but the comparison is this module's.
@@ -26,6 +28,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import jsonschema
 from toolshim.formats import ToolChoice, ToolSpec, get_format
 from toolshim.rewrite import TOOL_RESULTS_ARE_DATA
 
@@ -83,3 +86,21 @@ def is_empty(message: Any) -> bool:
 def has_usage(response: Any) -> bool:
     usage = getattr(response, "usage", None)
     return usage is not None and usage.prompt_tokens is not None and usage.completion_tokens is not None
+
+
+def invalid_args(calls: Sequence[tuple[str, str]], tools: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any ``(name, arguments JSON)`` call breaks its offered tool's schema (or names none)."""
+    schemas = {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}
+    for name, arguments in calls:
+        if name not in schemas:
+            return True
+        try:
+            value = json.loads(arguments)
+            jsonschema.validate(value, schemas[name])
+        except (ValueError, jsonschema.ValidationError):
+            return True
+        except jsonschema.SchemaError:
+            continue  # a schema jsonschema cannot read judges nothing
+        if not isinstance(value, dict):
+            return True
+    return False

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from toolshim.formats import FORMATS, ToolChoice, ToolSpec, get_format
 
-from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty
+from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, invalid_args, is_empty
 
 TOOLS = [
     {
@@ -66,3 +66,12 @@ def test_empty_and_usage() -> None:
     assert not is_empty(SimpleNamespace(tool_calls=None, content="Hi"))
     assert has_usage(SimpleNamespace(usage=SimpleNamespace(prompt_tokens=3, completion_tokens=1)))
     assert not has_usage(SimpleNamespace(usage=None))
+
+
+def test_invalid_args() -> None:
+    assert not invalid_args([("get_weather", '{"city": "Paris"}')], TOOLS)
+    assert not invalid_args([], TOOLS)
+    assert invalid_args([("get_weather", "{}")], TOOLS)  # required city
+    assert invalid_args([("get_weather", '{"city": 3}')], TOOLS)
+    assert invalid_args([("get_weather", "not json")], TOOLS)
+    assert invalid_args([("launch", "{}")], TOOLS)  # not offered
