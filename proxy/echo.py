@@ -8,14 +8,16 @@ request (the system prompt, and any corrective re-ask message), not with a list 
 The text is judged in segments: a line, or a sentence within a line (ended by ``.``, ``!``,
 ``?`` or ``:``; a segment end does not depend on what follows, so any split of the text gives
 the same segments). Words are compared normalized (case-folded, punctuation dropped).
-A segment is an echo when every word trigram in it occurs in the instructions and it has at
-least ``MIN_WORDS`` words. A shorter segment that equals a whole instruction segment ("Rules:",
+A segment is an echo when it has at least ``MIN_WORDS`` words and every word trigram in it occurs
+in the instructions, or when it is a paraphrase: ``LONG_RUN`` known trigrams in a row (seven words
+verbatim) and at most half of it unknown ("You can call this tool only when you need it; otherwise
+answer the user directly."). A shorter segment that equals a whole instruction segment ("Rules:",
 a tool's name, "Paris" from a parameter's example) is an echo only next to one: it is held until
 the next segment decides, and shown when that one is the model's own text.
 
-A segment is held back only while it can still turn out to be an echo: at the first trigram
-that the instructions lack (or, in a short segment, a word they lack) it is released and the
-rest of the segment streams through at once, so normal text waits at most a few words (a word
+A segment is held back only while it can still turn out to be an echo: once ``MAX_MISSES``
+trigrams (or first words) the instructions lack have been seen it is released and the rest of the
+segment streams through at once, so normal text waits at most a few words (at the limit, a word
 still arriving is judged by its start: no instruction word begins like "partia").
 
 One pass over the text; each word is looked up in a set once. No I/O, no clock.
@@ -27,6 +29,8 @@ import re
 from collections.abc import Iterable
 
 MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
+MAX_MISSES = 6  # words / trigrams a paraphrased echo may have that the instructions lack (then: released)
+LONG_RUN = 5  # known trigrams in a row (7 words of the instructions verbatim) that make a paraphrase an echo
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
@@ -68,9 +72,10 @@ class Instructions:
             words = _words(segment)
             if words:
                 self.segments.add(tuple(words))
-            self.vocabulary.update(words)
-            self.prefixes.update(word[:end] for word in words for end in range(1, len(word) + 1))
-            self.trigrams.update(zip(words, words[1:], words[2:], strict=False))
+        words = _words(text)  # trigrams across segment ends too: a model joins "if price < 3:" and "buy 2"
+        self.vocabulary.update(words)
+        self.prefixes.update(word[:end] for word in words for end in range(1, len(word) + 1))
+        self.trigrams.update(zip(words, words[1:], words[2:], strict=False))
 
     def __bool__(self) -> bool:
         return bool(self.vocabulary)
@@ -79,7 +84,19 @@ class Instructions:
 class EchoFilter:
     """``feed(text) -> text`` without the echoed segments; ``flush()`` at a call, a re-ask or the end."""
 
-    __slots__ = ("_after_drop", "_held", "_index", "_pending", "_released", "_short", "_words", "dropped")
+    __slots__ = (
+        "_after_drop",
+        "_best_run",
+        "_held",
+        "_index",
+        "_misses",
+        "_pending",
+        "_released",
+        "_run",
+        "_short",
+        "_words",
+        "dropped",
+    )
 
     def __init__(self, instructions: Instructions) -> None:
         self._index = instructions
@@ -87,6 +104,9 @@ class EchoFilter:
         self._pending = ""  # a partial word at the end of the held text, not judged yet
         self._released = False  # the current segment is known not to be an echo: pass it through
         self._words: list[str] = []
+        self._misses = 0  # words (the first two) and trigrams of the segment the instructions lack
+        self._run = 0  # known trigrams in a row, now
+        self._best_run = 0  # ... and the longest such run in the segment
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
         self._short: list[str] = []  # short segments that match the instructions, waiting for the next one
         self.dropped = 0  # segments dropped, for the tally
@@ -130,17 +150,24 @@ class EchoFilter:
             self._words.append(word.casefold())
             if not self._still_possible():
                 return self._release()
-        if self._pending and self._pending.casefold() not in self._index.prefixes:
+        if self._pending and self._misses >= MAX_MISSES and self._pending.casefold() not in self._index.prefixes:
             return self._release()  # no instruction word starts like this: the segment is the model's own
         if len(self._held) > MAX_HELD:
             return self._release()
         return ""
 
     def _still_possible(self) -> bool:
+        """Count the newest word: known (its trigram, or for the first two the word itself, is in the
+        instructions) or a miss; the segment may still be an echo while the misses stay few."""
         words = self._words
         if len(words) >= 3:
-            return (words[-3], words[-2], words[-1]) in self._index.trigrams
-        return words[-1] in self._index.vocabulary
+            known = (words[-3], words[-2], words[-1]) in self._index.trigrams
+            self._run = self._run + 1 if known else 0
+            self._best_run = max(self._best_run, self._run)
+        else:
+            known = words[-1] in self._index.vocabulary
+        self._misses += not known
+        return self._misses <= MAX_MISSES
 
     def _release(self) -> str:
         held, self._held, self._released, self._after_drop = self._held, "", True, False
@@ -153,9 +180,10 @@ class EchoFilter:
 
     def _end_segment(self) -> str:
         """Close the open segment: drop it when it was an echo, else give back what was held."""
-        held, released = self._held, self._released
+        held, released, misses, best_run = self._held, self._released, self._misses, self._best_run
         words = self._words + [word.casefold() for word in _WORD.findall(self._pending)]
         self._held, self._pending, self._released, self._words = "", "", False, []
+        self._misses = self._run = self._best_run = 0
         if released:
             return held
         if not held.strip():
@@ -164,7 +192,7 @@ class EchoFilter:
                 return ""
             after_drop, self._after_drop = self._after_drop, False
             return "" if after_drop else held
-        if len(words) >= MIN_WORDS and _all_known(words, self._index):
+        if len(words) >= MIN_WORDS and (_all_known(words, self._index) or _paraphrase(words, misses, best_run)):
             self._short.clear()  # the short segments before it were part of the echo
             self.dropped += 1
             self._after_drop = True
@@ -177,6 +205,12 @@ class EchoFilter:
             return ""
         self._after_drop = False
         return self._take_short() + held
+
+
+def _paraphrase(words: list[str], misses: int, best_run: int) -> bool:
+    """A segment that repeats the instructions with a few words changed ("You can call this tool only
+    when you need it; otherwise answer the user directly."): a long verbatim run, most of it known."""
+    return best_run >= LONG_RUN and 2 * misses <= len(words) - 2
 
 
 def _all_known(words: list[str], index: Instructions) -> bool:

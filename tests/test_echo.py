@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.echo import MAX_HELD, EchoFilter, Instructions
+from toolshim.echo import MAX_HELD, MAX_MISSES, EchoFilter, Instructions
 from toolshim.formats import FORMATS, get_format
 from toolshim.formats.base import ToolChoice
 
@@ -85,8 +85,19 @@ def test_a_long_segment_is_released_at_the_cap() -> None:
 
 
 def test_normal_text_streams_after_a_few_words() -> None:
+    """Held while a paraphrase is possible: up to MAX_MISSES unknown words / trigrams, then streamed."""
     echo = EchoFilter(Instructions([PROMPT]))
-    assert echo.feed("The weather in ") == "The weather in "  # "the weather in": no such trigram in the prompt
+    words = "The weather in Lisbon today looks warm and sunny ".split(" ")
+    shown = [echo.feed(word + " ") for word in words[:-1]]
+    assert shown[: MAX_MISSES - 1] == [""] * (MAX_MISSES - 1) and "".join(shown) == " ".join(words[:-1]) + " "
+
+
+def test_a_paraphrase_of_the_instructions_is_dropped() -> None:
+    prompt = "Call a tool only when you need it; otherwise answer the user directly."
+    text = "You can call this tool only when you need it; otherwise answer the user directly.\nParis is sunny."
+    assert run(text, prompt=prompt).strip() == "Paris is sunny."
+    mention = "I only call a tool when you need it, and it is sunny in Paris today, I think.\n"
+    assert run(mention, prompt=prompt) == mention  # a short run of it inside the model's own sentence stays
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -101,6 +112,13 @@ def test_every_formats_rendered_prompt_lines_are_dropped(fmt: str) -> None:
 
 def test_a_word_no_instruction_word_starts_with_is_shown_before_it_ends() -> None:
     echo = EchoFilter(Instructions([PROMPT]))
-    assert echo.feed("partia") == "partia"  # no word of the prompt begins like this
+    echo.feed("Lisbon Porto Faro Braga Evora Sintra ")  # MAX_MISSES words no instruction holds
+    assert echo.feed("partia") == "Lisbon Porto Faro Braga Evora Sintra partia"  # no prompt word begins so
     echo = EchoFilter(Instructions([PROMPT]))
     assert echo.feed("Cal") == ""  # "call" might follow
+
+
+def test_a_line_joined_from_two_instruction_segments_is_dropped() -> None:
+    """The prompt's example line "if price < 3: buy 2 \\ maybe" written back as one sentence."""
+    prompt = "Example:\nif price < 3: buy 2 \\ maybe\n"
+    assert run("Plan:\nIf price < $3, buy 2 \\ maybe\nThen go home.\n", prompt=prompt) == "Plan:\nThen go home.\n"
