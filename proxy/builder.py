@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
-from .echo import EchoFilter, Instructions
+from .echo import MAX_MISSES, EchoFilter, Instructions
 from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
 from .formats.base import FinishReason
 from .formats.plain import plain_text
@@ -132,7 +132,8 @@ class ResponseBuilder(Generic[Item]):
         self._sent_text: list[str] = []  # content the client has received, over all attempts
         self._echo: _Echo | None = None  # a re-ask's repetition of that content, being skipped
         # the model's repetition of toolshim's own instructions never reaches the client
-        self._filter = EchoFilter(instructions) if instructions else None
+        # a paraphrase of the instructions needs its whole sentence: judged where nothing streams
+        self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions else None
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._malformed_raw = ""  # the latest malformed block as written: the last resort for content
@@ -188,6 +189,13 @@ class ResponseBuilder(Generic[Item]):
                 attempt.cut = True
                 self.tally.cuts += 1
         return out
+
+    def has_answer(self) -> bool:
+        """A call, or visible text (sent, held, or kept from an earlier attempt): the answer is not empty."""
+        if self.calls_sent or (self._filter is not None and self._filter.holding):
+            return True
+        texts = (*self._sent_text, *self._held_text, *self._attempt_text, self._fallback)
+        return any(text.strip() for text in texts)
 
     def drop_held_text(self) -> None:
         """A required call is asked for again: the text of the attempt without it is not an answer

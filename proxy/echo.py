@@ -15,10 +15,12 @@ answer the user directly."). A shorter segment that equals a whole instruction s
 a tool's name, "Paris" from a parameter's example) is an echo only next to one: it is held until
 the next segment decides, and shown when that one is the model's own text.
 
-A segment is held back only while it can still turn out to be an echo: once ``MAX_MISSES``
-trigrams (or first words) the instructions lack have been seen it is released and the rest of the
-segment streams through at once, so normal text waits at most a few words (at the limit, a word
-still arriving is judged by its start: no instruction word begins like "partia").
+A segment is held back only while it can still turn out to be an echo: when its first word is one
+the instructions lack, or at the first trigram (or second word) they lack, it is released and the
+rest of the segment streams through at once, so normal text waits at most a few words (a word still
+arriving is judged by its start: no instruction word begins like "partia"). Paraphrases need the
+whole segment, so they are recognized where holding costs nothing: in answers that are not streamed
+(``max_misses=MAX_MISSES``: the segment is held until that many misses).
 
 One pass over the text; each word is looked up in a set once. No I/O, no clock.
 """
@@ -29,7 +31,7 @@ import re
 from collections.abc import Iterable
 
 MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
-MAX_MISSES = 6  # words / trigrams a paraphrased echo may have that the instructions lack (then: released)
+MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that the instructions lack
 LONG_RUN = 5  # known trigrams in a row (7 words of the instructions verbatim) that make a paraphrase an echo
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
 
@@ -89,6 +91,7 @@ class EchoFilter:
         "_best_run",
         "_held",
         "_index",
+        "_max_misses",
         "_misses",
         "_pending",
         "_released",
@@ -98,8 +101,9 @@ class EchoFilter:
         "dropped",
     )
 
-    def __init__(self, instructions: Instructions) -> None:
+    def __init__(self, instructions: Instructions, max_misses: int = 0) -> None:
         self._index = instructions
+        self._max_misses = max_misses  # 0: released at the first miss (streams); MAX_MISSES: paraphrases too
         self._held = ""  # the current segment, while it may be an echo
         self._pending = ""  # a partial word at the end of the held text, not judged yet
         self._released = False  # the current segment is known not to be an echo: pass it through
@@ -122,6 +126,11 @@ class EchoFilter:
             start = match.end()
         out.append(self._take(text[start:]))
         return "".join(out)
+
+    @property
+    def holding(self) -> bool:
+        """Whether text is held that may still be shown (the open segment, short segments)."""
+        return bool(self._held.strip() or "".join(self._short).strip())
 
     def add_instructions(self, text: str) -> None:
         """A re-ask's corrective message: the model must not echo it either."""
@@ -150,7 +159,8 @@ class EchoFilter:
             self._words.append(word.casefold())
             if not self._still_possible():
                 return self._release()
-        if self._pending and self._misses >= MAX_MISSES and self._pending.casefold() not in self._index.prefixes:
+        at_limit = not self._words or self._misses >= self._max_misses  # the first word, or no misses left
+        if self._pending and at_limit and self._pending.casefold() not in self._index.prefixes:
             return self._release()  # no instruction word starts like this: the segment is the model's own
         if len(self._held) > MAX_HELD:
             return self._release()
@@ -166,8 +176,10 @@ class EchoFilter:
             self._best_run = max(self._best_run, self._run)
         else:
             known = words[-1] in self._index.vocabulary
+            if not known and len(words) == 1:
+                return False  # a segment opening with a word the instructions lack is the model's own
         self._misses += not known
-        return self._misses <= MAX_MISSES
+        return self._misses <= self._max_misses
 
     def _release(self) -> str:
         held, self._held, self._released, self._after_drop = self._held, "", True, False

@@ -119,7 +119,7 @@ class Emulator:
             if reask is None or self._repeated(attempt, seen):
                 break
             reason, message = reask
-            repairs_left -= reason == "repair"
+            repairs_left -= reason in ("repair", "empty")
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
@@ -284,5 +284,10 @@ class Emulator:
             return "required", (
                 f"You must call {target} now. Reply with only the tool call, in exactly the "
                 "format described in the instructions."
+            )
+        if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
+            return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
+                "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
+                "described in the instructions."
             )
         return None

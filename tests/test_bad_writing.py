@@ -294,3 +294,35 @@ async def test_a_demanded_call_is_reasked_without_the_text_hint(start_proxy, fak
     message = (await ask(proxy, False, tool_choice="required"))["choices"][0]["message"]
     assert message["tool_calls"][0]["function"]["name"] == "get_weather"
     assert "plain text" not in fake_upstream.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("first", ["blank", "echo"])
+async def test_an_empty_reply_is_asked_again(start_proxy, fake_upstream, fmt: str, stream: bool, first: str) -> None:
+    """Only white space, or only the instructions repeated (dropped): nothing to show, so the model is
+    asked once more, and its answer is what the client gets."""
+    proxy = await start_proxy(models=emulated(fmt, max_repair_retries=1))
+    empty = "\n\n \n" if first == "blank" else "\n".join(echoed_lines(fmt)) + "\n"
+    fake_upstream.script(Reply(pieces=text_stream(pieces(empty))), Reply(pieces=text_stream(pieces(MODEL_TEXT))))
+    message = (await ask(proxy, stream))["choices"][0]["message"]
+    assert message["content"].strip() == MODEL_TEXT and len(fake_upstream.requests) == 2
+    assert "Your reply was empty" in fake_upstream.requests[1]["messages"][-1]["content"]
+    assert proxy.metrics.reasks.labels("*", "empty")._value.get() == 1
+
+
+async def test_an_empty_reply_is_not_asked_again_without_repairs(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", max_repair_retries=0))
+    fake_upstream.script(Reply(pieces=text_stream(pieces("\n\n"))))
+    await ask(proxy, False)
+    assert len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+async def test_a_paraphrase_of_the_instructions_never_reaches_a_non_streamed_answer(
+    start_proxy, fake_upstream, fmt: str
+) -> None:
+    proxy = await start_proxy(models=emulated(fmt))
+    paraphrase = "You can call this tool only when you need it; otherwise answer the user directly."
+    fake_upstream.script(Reply(pieces=text_stream(pieces(f"{paraphrase}\n{MODEL_TEXT}", 4))))
+    assert (await ask(proxy, False))["choices"][0]["message"]["content"].strip() == MODEL_TEXT

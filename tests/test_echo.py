@@ -23,8 +23,8 @@ PROMPT = (
 )
 
 
-def run(text: str, splits: list[int] | None = None, prompt: str = PROMPT) -> str:
-    echo = EchoFilter(Instructions([prompt]))
+def run(text: str, splits: list[int] | None = None, prompt: str = PROMPT, max_misses: int = 0) -> str:
+    echo = EchoFilter(Instructions([prompt]), max_misses)
     if splits is None:
         return echo.feed(text) + echo.flush()
     out, start = [], 0
@@ -85,19 +85,19 @@ def test_a_long_segment_is_released_at_the_cap() -> None:
 
 
 def test_normal_text_streams_after_a_few_words() -> None:
-    """Held while a paraphrase is possible: up to MAX_MISSES unknown words / trigrams, then streamed."""
     echo = EchoFilter(Instructions([PROMPT]))
-    words = "The weather in Lisbon today looks warm and sunny ".split(" ")
-    shown = [echo.feed(word + " ") for word in words[:-1]]
-    assert shown[: MAX_MISSES - 1] == [""] * (MAX_MISSES - 1) and "".join(shown) == " ".join(words[:-1]) + " "
+    assert echo.feed("The weather in ") == "The weather in "  # "the weather in": no such trigram in the prompt
+    echo = EchoFilter(Instructions([PROMPT]), MAX_MISSES)  # buffered: held while a paraphrase is possible
+    assert echo.feed("The weather in ") == "" and echo.flush() == "The weather in "
 
 
 def test_a_paraphrase_of_the_instructions_is_dropped() -> None:
     prompt = "Call a tool only when you need it; otherwise answer the user directly."
     text = "You can call this tool only when you need it; otherwise answer the user directly.\nParis is sunny."
-    assert run(text, prompt=prompt).strip() == "Paris is sunny."
+    assert run(text, prompt=prompt, max_misses=MAX_MISSES).strip() == "Paris is sunny."
+    assert run(text, prompt=prompt) == text  # streamed: released at the first miss, not judged whole
     mention = "I only call a tool when you need it, and it is sunny in Paris today, I think.\n"
-    assert run(mention, prompt=prompt) == mention  # a short run of it inside the model's own sentence stays
+    assert run(mention, prompt=prompt, max_misses=MAX_MISSES) == mention  # a short run in its own sentence
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -112,8 +112,7 @@ def test_every_formats_rendered_prompt_lines_are_dropped(fmt: str) -> None:
 
 def test_a_word_no_instruction_word_starts_with_is_shown_before_it_ends() -> None:
     echo = EchoFilter(Instructions([PROMPT]))
-    echo.feed("Lisbon Porto Faro Braga Evora Sintra ")  # MAX_MISSES words no instruction holds
-    assert echo.feed("partia") == "Lisbon Porto Faro Braga Evora Sintra partia"  # no prompt word begins so
+    assert echo.feed("partia") == "partia"  # no word of the prompt begins like this
     echo = EchoFilter(Instructions([PROMPT]))
     assert echo.feed("Cal") == ""  # "call" might follow
 

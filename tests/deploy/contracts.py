@@ -41,6 +41,7 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
         ("toolshim_connections_open", "gauge", ""),
         ("toolshim_connection_drops_total", "counter", "reason"),
         ("toolshim_requests_shed_total", "counter", "reason"),
+        ("toolshim_constraint_grammar_seconds", "histogram", "format cached"),
     ]
 }
 
