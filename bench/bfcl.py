@@ -185,27 +185,33 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
     message = response.choices[0].message
     result = raw_result(message, mode.prompting)
     verdict = bfcl.score(question, result, mode.prompting)
-    tools = bfcl.tools(question)
-    names = [tool["function"]["name"] for tool in tools]
-    return Outcome(
+    outcome = Outcome(
         mode.name,
         question.category,
         question.id,
         verdict.valid,
-        leaked(message.content, names),
+        False,
         seconds,
         verdict.error_type,
         verdict.error,
         result,
         message.content,
         verdict.decoded,
-        echoed=mode.tool_format is not None
-        and echoes(message.content, instruction_windows(mode.tool_format, tools, parallel=True)),
         empty=is_empty(message),
         usage=has_usage(response),
         grammar=raw.headers.get("x-toolshim-grammar"),
-        invalid_args=invalid_args(calls_of(result, mode.prompting), tools),
     )
+    return judged(outcome, mode, bfcl.tools(question))
+
+
+def judged(outcome: Outcome, mode: Mode, tools: Sequence[dict[str, Any]]) -> Outcome:
+    """``outcome`` with the hygiene flags read from its content and calls: markup, echoed instructions,
+    schema-invalid arguments (``bench/hygiene.py``); one place for a live answer and a stored one."""
+    names = [tool["function"]["name"] for tool in tools]
+    fmt = mode.tool_format
+    echoed = fmt is not None and echoes(outcome.content, instruction_windows(fmt, tools, parallel=True))
+    bad_args = invalid_args(calls_of(outcome.result, mode.prompting), tools)
+    return replace(outcome, leaked=leaked(outcome.content, names), echoed=echoed, invalid_args=bad_args)
 
 
 def calls_of(result: Any, prompting: bool) -> list[tuple[str, str]]:
@@ -360,19 +366,11 @@ def load_answers(paths: Sequence[Path]) -> list[Outcome]:
 
 
 def rejudged(outcomes: Sequence[Outcome], bfcl: Bfcl) -> list[Outcome]:
-    """Markup and echoes judged again from the stored content with today's ``bench/hygiene.py``."""
+    """Markup, echoes and arguments judged again from the stored answers with today's ``bench/hygiene.py``."""
     tools: dict[str, list[dict[str, Any]]] = {}
     for category in dict.fromkeys(o.category for o in outcomes):
         tools.update({q.id: bfcl.tools(q) for q in bfcl.questions(category, 0, 0)})
-    again = []
-    for o in outcomes:
-        offered = tools[o.id]
-        fmt = parse_modes(o.mode)[0].tool_format
-        names = [tool["function"]["name"] for tool in offered]
-        echoed = fmt is not None and echoes(o.content, instruction_windows(fmt, offered, parallel=True))
-        bad_args = invalid_args(calls_of(o.result, parse_modes(o.mode)[0].prompting), offered)
-        again.append(replace(o, leaked=leaked(o.content, names), echoed=echoed, invalid_args=bad_args))
-    return again
+    return [judged(o, parse_modes(o.mode)[0], tools[o.id]) for o in outcomes]
 
 
 def report(outcomes: Sequence[Outcome], heading: str) -> str:

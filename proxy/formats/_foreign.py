@@ -457,22 +457,21 @@ class ForeignCalls:
         group = self._group
         assert group is not None
         self._parts = []
-        if group.name is not None and self._calls.resolve(group.name) is None:
-            self._calls.fail(group.opener + text, self._calls.tools.describe_unresolved(group.name))
-            group.gap, group.name = "", None
-            self._state = _State.AFTER
+        known = self._calls.resolve
+        if group.name is not None and known(group.name) is None:
+            self._fail_value(text, self._calls.tools.describe_unresolved(group.name))
             return
         if group.name is not None:
             found: tuple[list[tuple[str, object]], tuple[str, ...]] | None = ([(group.name, text)], ())
         else:
-            found = read_calls(text, lambda n: self._calls.resolve(n) is not None, not group.wrapped)
+            found = read_calls(text, lambda n: known(n) is not None, not group.wrapped)
         if found is None:
-            made_up = None if group.inline else unknown_call(text, lambda n: self._calls.resolve(n) is not None)
-            if made_up is not None or (group.wrapped and self._sc.verdict):
-                reason = self._calls.tools.describe_unresolved(made_up) if made_up is not None else ""
-                self._calls.fail(group.opener + text, reason or f"no usable call in {group.kind} block")
-                group.gap = ""
-                self._state = _State.AFTER
+            made_up = None if group.inline else unknown_call(text, lambda n: known(n) is not None)
+            if made_up is not None:
+                self._fail_value(text, self._calls.tools.describe_unresolved(made_up))
+                return
+            if group.wrapped and self._sc.verdict:
+                self._fail_value(text, f"no usable call in {group.kind} block")
                 return
             self._parts = [text if shown is None else shown]
             self._flush_unused()
@@ -482,6 +481,14 @@ class ForeignCalls:
         self._state = _State.AFTER
         if not (group.inline and not group.calls):
             self._commit()
+
+    def _fail_value(self, text: str, reason: str) -> None:
+        """The group's value is a call that cannot be made: Malformed, then AFTER (its closer is dropped)."""
+        group = self._group
+        assert group is not None
+        self._calls.fail(group.opener + text, reason)
+        group.gap, group.name = "", None
+        self._state = _State.AFTER
 
     def _commit(self) -> None:
         """Make the pending calls; past ``max_calls`` report the cut (DONE)."""
