@@ -145,9 +145,10 @@ class Outcome:
     invalid_args: bool = False  # a call's arguments break its tool's JSON Schema (or it names no offered tool)
 
 
-def leaked(content: str | None, tool_names: Sequence[str] = ()) -> bool:
-    """Whether visible content carries tool markup of any format (or a JSON call object)."""
-    return has_markup(content, tool_names)
+def leaked(content: str | None, tool_names: Sequence[str] = (), prompting: bool = False) -> bool:
+    """Whether visible content carries tool markup of any format (or a JSON call object); in prompt mode a
+    ``[f(a=1)]`` list is the answer itself, not a leak."""
+    return has_markup(content, tool_names, lists=not prompting)
 
 
 def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> dict[str, Any]:
@@ -211,7 +212,8 @@ def judged(outcome: Outcome, mode: Mode, tools: Sequence[dict[str, Any]]) -> Out
     fmt = mode.tool_format
     echoed = fmt is not None and echoes(outcome.content, instruction_windows(fmt, tools, parallel=True))
     bad_args = invalid_args(calls_of(outcome.result, mode.prompting), tools)
-    return replace(outcome, leaked=leaked(outcome.content, names), echoed=echoed, invalid_args=bad_args)
+    markup = leaked(outcome.content, names, mode.prompting)
+    return replace(outcome, leaked=markup, echoed=echoed, invalid_args=bad_args)
 
 
 def calls_of(result: Any, prompting: bool) -> list[tuple[str, str]]:

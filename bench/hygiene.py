@@ -4,8 +4,8 @@ The benchmarks (``bench/bfcl.py``, ``bench/local_model.py``) ask real questions 
 way a client library does and count, per answer:
 
 * ``leaked``: visible content carries tool markup of any format (hermes, react, xml, caret, the
-  Qwen3 / Morph XML tags, a tag named after an offered tool) or a JSON call object, outside code
-  fences tagged with a programming language (a ```` ```python ```` block building a dict
+  Qwen3 / Morph XML tags, a tag named after an offered tool, a pythonic ``[tool(`` list) or a JSON call
+  object, outside code fences tagged with a programming language (a ```` ```python ```` block building a dict
   ``{"name": ...}`` is code, not markup; a ```` ```json ```` or bare fence is still checked);
 * ``echoed``: visible content repeats toolshim's tool instructions: a run of ``ECHO_WORDS`` words
   (case and punctuation aside) that occurs in the instructions the format renders for this request,
@@ -40,11 +40,13 @@ _FIXED_MARKUP = (
 )
 
 
-def markup_pattern(tool_names: Iterable[str] = ()) -> re.Pattern[str]:
-    """Tool markup of every format, and ``<name>`` / ``</name>`` / ``<name/>`` for each offered tool."""
+def markup_pattern(tool_names: Iterable[str] = (), lists: bool = True) -> re.Pattern[str]:
+    """Tool markup of every format, and ``<name>`` / ``</name>`` / ``<name/>`` for each offered tool, and
+    (``lists``) a Python list of calls opening with one (``[name(``, the pythonic format)."""
     names = "|".join(re.escape(name) for name in sorted(set(tool_names), key=len, reverse=True))
     tags = rf"|</?(?:{names})\s*/?>" if names else ""
-    return re.compile(_FIXED_MARKUP + tags)
+    calls = rf"|\[\s*(?:{names})\s*\(" if names and lists else ""
+    return re.compile(_FIXED_MARKUP + tags + calls)
 
 
 _CODE_FENCE = re.compile(r"^```[ \t]*([A-Za-z][\w+#.-]*)[^\n]*\n.*?^```", re.M | re.S)
@@ -56,8 +58,9 @@ def without_code(content: str) -> str:
     return _CODE_FENCE.sub(lambda m: m.group() if m.group(1).lower() in _MARKUP_FENCES else "", content)
 
 
-def has_markup(content: str | None, tool_names: Iterable[str] = ()) -> bool:
-    return markup_pattern(tool_names).search(without_code(content or "")) is not None
+def has_markup(content: str | None, tool_names: Iterable[str] = (), lists: bool = True) -> bool:
+    """Markup in ``content``; ``lists=False`` where calls are ``[f(a=1)]`` text by design (BFCL's prompt mode)."""
+    return markup_pattern(tool_names, lists).search(without_code(content or "")) is not None
 
 
 def _windows(text: str) -> set[tuple[str, ...]]:

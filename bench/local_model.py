@@ -3,8 +3,8 @@
 ``python bench/local_model.py`` starts the llama.cpp server (Qwen2.5-Coder-0.5B-Instruct unless
 ``--model smollm``) and a toolshim with one rule per emulated format, then sends 20 varied
 single-tool prompts at temperature 0 (six tools offered each time) through toolshim in each
-format (hermes, react, xml, caret, qwen3_xml, morph_xml), and once straight to the model server with native ``tools``
-and ``tool_choice: "auto"``. Per mode it prints:
+format (hermes, react, xml, caret, qwen3_xml, morph_xml, pythonic), and once straight to the model server
+with native ``tools`` and ``tool_choice: "auto"``. Per mode it prints:
 
 * correct: the answer is a structured call to the expected tool whose arguments are valid
   against that tool's JSON Schema (``jsonschema``);
@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # `python bench/local_model.py` puts bench/ on th
 from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, is_empty  # noqa: E402
 from scripts import local_stack  # noqa: E402
 
-FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml")
+FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml", "pythonic")
 SYSTEM = "You are a helpful assistant. Use a tool when it can answer the question."
 
 

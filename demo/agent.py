@@ -38,7 +38,7 @@ from demo.tools import TOOLS, execute  # noqa: E402
 from scripts.local_model import LocalModelError, spec_for  # noqa: E402
 from scripts.local_stack import Service, services_stopped_on_exit, start_model_server, start_toolshim  # noqa: E402
 
-FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml")
+FORMATS = ("hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml", "pythonic")
 DEMO_MODEL = "demo-model"
 DEFAULT_QUESTIONS = ("What is the weather in Paris right now?", "What is 17 * 23 + 4?")
 SYSTEM = (

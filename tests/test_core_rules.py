@@ -54,7 +54,9 @@ def test_glob_is_case_sensitive_and_unmatched_is_none(tmp_path: Path) -> None:
     assert rules.resolve("gpt-4o") is None
 
 
-@pytest.mark.parametrize("mode", ["native", "react", "xml", "hermes", "caret", "qwen3_xml", "morph_xml", "auto"])
+@pytest.mark.parametrize(
+    "mode", ["native", "react", "xml", "hermes", "caret", "qwen3_xml", "morph_xml", "pythonic", "auto"]
+)
 def test_every_tool_mode_is_accepted(tmp_path: Path, mode: str) -> None:
     text = json.dumps(
         {

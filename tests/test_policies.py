@@ -768,7 +768,7 @@ async def test_the_deadline_finish_belongs_to_the_same_stream(start_proxy, fake_
     assert len({c["id"] for c in chunks}) == 1 and len({c["model"] for c in chunks}) == 1
 
 
-@pytest.mark.parametrize("mode", ["hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml"])
+@pytest.mark.parametrize("mode", ["hermes", "react", "xml", "caret", "qwen3_xml", "morph_xml", "pythonic"])
 async def test_the_deadline_in_the_middle_of_a_streamed_call(start_proxy, fake_upstream, mode: str) -> None:
     """With ``stream_arguments`` a call already begun is cut like OpenAI cuts at ``max_tokens``: the same
     call index, no new one, and ``finish_reason`` ``length``."""

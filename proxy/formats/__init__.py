@@ -23,13 +23,22 @@ from .base import (
 from .caret import CaretFormat
 from .hermes import HermesFormat
 from .morph_xml import MorphXmlFormat
+from .pythonic import PythonicFormat
 from .qwen3_xml import Qwen3XmlFormat
 from .react import ReactFormat
 from .xml import XmlFormat
 
 FORMATS: dict[str, ToolFormat] = {
     fmt.name: fmt
-    for fmt in (ReactFormat(), XmlFormat(), HermesFormat(), CaretFormat(), Qwen3XmlFormat(), MorphXmlFormat())
+    for fmt in (
+        ReactFormat(),
+        XmlFormat(),
+        HermesFormat(),
+        CaretFormat(),
+        Qwen3XmlFormat(),
+        MorphXmlFormat(),
+        PythonicFormat(),
+    )
 }
 
 

@@ -74,7 +74,7 @@ class CallOutcome:
 
 
 def _unify_separators(name: str) -> str:
-    return name.replace("-", "_").replace(" ", "_")
+    return name.replace("-", "_").replace(" ", "_").replace(".", "_")
 
 
 def _fold(name: str) -> str:

@@ -148,6 +148,7 @@ def test_canonical_json_rejects_nan() -> None:
         ("Get_Weather", "get_weather", ("name_case",)),
         ("get-weather", "get_weather", ("name_separator",)),
         ("get weather", "get_weather", ("name_separator",)),
+        ("get.weather", "get_weather", ("name_separator",)),  # a dotted module path (BFCL: math.hypot -> math_hypot)
         ("GET-WEATHER", "get_weather", ("name_separator", "name_case")),
         ("`get_weather`", "get_weather", ("name_quotes",)),
         ('"get_weather"', "get_weather", ("name_quotes",)),

@@ -66,6 +66,7 @@ LEAKS: dict[str, LeakFinder] = {
     "morph_xml": substrings(
         *(f"{tag}{name}{end}" for name in TOOL_NAMES for tag in ("<", "</") for end in (">", "/>"))
     ),
+    "pythonic": substrings(*(f"[{name}(" for name in TOOL_NAMES)),
 }
 MARKERS: dict[str, list[str]] = {
     "hermes": ["<tool_call>", "</tool_call>", "<tool_call>\n", '{"name": "get_weather", "arguments": '],
@@ -83,6 +84,7 @@ MARKERS: dict[str, list[str]] = {
         "<parameter=",
     ],
     "morph_xml": ["<get_weather>", "</get_weather>", "<city>", "</city>", "<get_weather/>", "<item>", "</search_docs>"],
+    "pythonic": ["[get_weather(", "\n[search_docs(", ")]", "), ", "get_weather(", "=", "'", '"""', "]\n", "(", ")"],
 }
 COMMON_MARKERS = ["<think>", "</think>", "\n", "{", "}", '"']
 
@@ -413,6 +415,7 @@ GOLDEN_LEAKS: dict[str, tuple[LeakFinder, tuple[type[Text] | type[Reasoning], ..
         substrings("Thought:", "Action:", "Action Input:", "Final Answer:", "Observation:", "<think>", "</think>"),
         (Text, Reasoning),
     ),
+    "pythonic": (substrings(*(f"[{name}(" for name in TOOL_NAMES), "<think>", "</think>", "<tool_response"), (Text,)),
 }
 
 
