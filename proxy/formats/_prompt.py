@@ -58,8 +58,9 @@ def describe_tools(tools: Sequence[ToolSpec]) -> str:
     return "\n\n".join(blocks)
 
 
-def choice_instruction(tool_choice: ToolChoice, parallel: bool) -> str:
-    """The sentence that tells the model when (and how many) tools to call."""
+def choice_instruction(tool_choice: ToolChoice, parallel: bool, several: str = "one block after another") -> str:
+    """The sentence that tells the model when (and how many) tools to call; ``several``: how calls follow
+    each other in the format's syntax."""
     if tool_choice.mode == "required":
         first = "You MUST call one of the tools now; do not answer directly."
     elif tool_choice.mode == "named":
@@ -67,7 +68,7 @@ def choice_instruction(tool_choice: ToolChoice, parallel: bool) -> str:
     else:
         first = "Call a tool only when you need it; otherwise answer the user directly."
     many = (
-        "You may call several tools in one turn, one block after another."
+        f"You may call several tools in one turn, {several}."
         if parallel
         else "Call at most one tool per turn, then stop and wait for its result."
     )

@@ -80,11 +80,16 @@ def _fold(name: str) -> str:
     """A name as ``ToolIndex`` compares it at its loosest: case and separators aside."""
     return name.casefold().replace("-", "_").replace(".", "_").replace(" ", "_")
 
+
 SYNTAX = (
     "To call functions, reply with only a Python list of calls, keyword arguments with literal values:\n"
     "[func_name1(param1=value1, param2=value2), func_name2(param=value)]\n"
     "The results come back inside <tool_response></tool_response> tags."
 )
+
+
+# With several calls allowed: one call per item asked about, as OpenAI's parallel calls mean.
+_SEVERAL = "all in the one list: a request about several things gets one call for each"
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
@@ -483,7 +488,7 @@ class PythonicFormat:
                 "# Tools\n\nYou can call these functions:\n\n" + describe_tools(tools),
                 SYNTAX,
                 "For example:\n" + render_list([(sample.name, _example_arguments(sample))]),
-                choice_instruction(tool_choice, parallel),
+                choice_instruction(tool_choice, parallel, _SEVERAL),
             )
         )
 
