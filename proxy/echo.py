@@ -12,8 +12,10 @@ A segment is an echo when it has at least ``MIN_WORDS`` words and every word tri
 in the instructions, or when it is a paraphrase: ``LONG_RUN`` known trigrams in a row (seven words
 verbatim) and at most half of it unknown ("You can call this tool only when you need it; otherwise
 answer the user directly."). A shorter segment that equals a whole instruction segment ("Rules:",
-a tool's name, "Paris" from a parameter's example) is an echo only next to one: it is held until
-the next segment decides, and shown when that one is the model's own text.
+a tool's name, "Paris" from a parameter's example) is an echo only next to one, or in a run of such
+segments that together have ``MIN_WORDS`` words, every trigram of them in the instructions (the short
+lines of a copied worked example: ``title: Shopping list`` / ``priority: 2`` / ``tags:``): it is held
+until the next segment decides, and shown when that one is the model's own text.
 
 A segment is held back only while it can still turn out to be an echo: when its first word is one
 the instructions lack, or at the first trigram (or second word) they lack, it is released and the
@@ -97,6 +99,7 @@ class EchoFilter:
         "_released",
         "_run",
         "_short",
+        "_short_words",
         "_words",
         "dropped",
     )
@@ -113,6 +116,7 @@ class EchoFilter:
         self._best_run = 0  # ... and the longest such run in the segment
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
         self._short: list[str] = []  # short segments that match the instructions, waiting for the next one
+        self._short_words: list[str] = []  # their words, in order: a run of them can be an echo together
         self.dropped = 0  # segments dropped, for the tally
 
     def feed(self, text: str) -> str:
@@ -188,6 +192,7 @@ class EchoFilter:
     def _take_short(self) -> str:
         short = "".join(self._short)
         self._short.clear()
+        self._short_words.clear()
         return short
 
     def _end_segment(self) -> str:
@@ -198,25 +203,33 @@ class EchoFilter:
         self._misses = self._run = self._best_run = 0
         if released:
             return held
-        if not held.strip():
+        if not held.strip() or not words:  # blanks, or punctuation only ("---"): they go with their neighbours
             if self._short:
                 self._short.append(held)
                 return ""
-            after_drop, self._after_drop = self._after_drop, False
-            return "" if after_drop else held
+            return "" if self._after_drop else held
         if len(words) >= MIN_WORDS and (_all_known(words, self._index) or _paraphrase(words, misses, best_run)):
-            self._short.clear()  # the short segments before it were part of the echo
-            self.dropped += 1
-            self._after_drop = True
+            self._drop_short()  # the short segments before it were part of the echo
             return ""
         if len(words) < MIN_WORDS and tuple(words) in self._index.segments:
             if self._after_drop:
                 self.dropped += 1
                 return ""
             self._short.append(held)
+            self._short_words += words
+            chain = self._short_words
+            if len(chain) >= MIN_WORDS and _all_known(chain, self._index):
+                self._drop_short()  # short lines copied in a row (a worked example): an echo together
             return ""
         self._after_drop = False
         return self._take_short() + held
+
+    def _drop_short(self) -> None:
+        """The held short segments (and the segment that ended them) were an echo."""
+        self._short.clear()
+        self._short_words.clear()
+        self.dropped += 1
+        self._after_drop = True
 
 
 def _paraphrase(words: list[str], misses: int, best_run: int) -> bool:

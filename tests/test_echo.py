@@ -121,3 +121,29 @@ def test_a_line_joined_from_two_instruction_segments_is_dropped() -> None:
     """The prompt's example line "if price < 3: buy 2 \\ maybe" written back as one sentence."""
     prompt = "Example:\nif price < 3: buy 2 \\ maybe\n"
     assert run("Plan:\nIf price < $3, buy 2 \\ maybe\nThen go home.\n", prompt=prompt) == "Plan:\nThen go home.\n"
+
+
+EXAMPLE_PROMPT = PROMPT + (
+    "Example (`save_note` only illustrates the syntax):\n^^^save_note\ntitle: Shopping list\npriority: 2\n"
+    'tags:\n  - home\n  - weekly\n---\nMilk\nEggs "large"\n^^^'
+)
+COPY = 'title: Shopping list\npriority: 2\ntags:\n  - home\n  - weekly\n---\nMilk\nEggs "large"\n'
+COPIED_EXAMPLES = [
+    # a worked example copied line by line: every line short, together an echo (seen with caret on BFCL)
+    ("save_note\ntitle: Shopping list\npriority: 2\ntags:\n- home\n- weekly\nMilk\nEggs large", ""),
+    ("Done.\n" + COPY + "\nIt is sunny.", "Done.\nIt is sunny."),
+    # short lines of the model's own, or a single short line that happens to match, stay
+    ("title: Groceries\npriority: 1\n---\nBread", "title: Groceries\npriority: 1\n---\nBread"),
+    ("Paris\n---\nMilk is white.", "Paris\n---\nMilk is white."),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), COPIED_EXAMPLES)
+@pytest.mark.parametrize("max_misses", [0, MAX_MISSES])
+def test_copied_worked_example_is_an_echo_in_any_split(text: str, expected: str, max_misses: int) -> None:
+    assert run(text, prompt=EXAMPLE_PROMPT, max_misses=max_misses) == expected
+    assert run(text, list(range(len(text))), prompt=EXAMPLE_PROMPT, max_misses=max_misses) == expected
+    for seed in range(20):
+        rng = random.Random(seed)
+        cuts = [rng.randrange(len(text) + 1) for _ in range(rng.randrange(6))]
+        assert run(text, cuts, prompt=EXAMPLE_PROMPT, max_misses=max_misses) == expected
