@@ -5,8 +5,10 @@ numbers, ``True``/``False``/``None``, lists, tuples, sets, dicts, a sign on a nu
 besides, each a named repair: JSON's ``true``/``false``/``null`` (read as Python's, no repair: both
 languages are in use), a bare identifier as a string value (``unit=celsius``: ``bare_word``), positional
 arguments in the order of the tool's parameters (``positional_args``), one dict as the whole arguments
-(``f({"city": "Paris"})``: ``arguments_object``), ``**{...}`` merged in. Anything else (an expression, a
-call, a name as a keyword value that is no identifier) is an error for a re-ask, never a guess.
+(``f({"city": "Paris"})``: ``arguments_object``), ``**{...}`` merged in. Arguments that are no Python at all
+are read loosely (``loose_arguments``): ``key=value`` or ``key: value`` pieces split at commas and line
+breaks, unquoted text as strings (``f(country=Brazil\nyear=2022)``, ``f(war=Battle of Stalingrad)``).
+An expression or a call as a value is an error for a re-ask, never a guess.
 
 Rendering writes what the reader reads back: JSON strings and numbers are Python literals already.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import keyword
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,7 +56,7 @@ class _Reader:
             return [self.value(item) for item in node.elts]
         if isinstance(node, ast.Dict):
             return self._dict(node)
-        raise _NotLiteral(ast.dump(node)[:60])
+        raise _NotLiteral(ast.unparse(node)[:60])
 
     def _dict(self, node: ast.Dict) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -105,7 +108,13 @@ def decode_arguments(args_text: str, spec: ToolSpec | None) -> Decoded:
     """The text between a call's parentheses as a JSON-ready dict, the repairs made, or an error."""
     node = _call_node(args_text)
     if isinstance(node, str):
-        return None, (), node
+        loose = _loose_arguments(args_text)
+        if loose is None:
+            return None, (), node
+        placed = _place_positional(loose[0], loose[1], spec)
+        if isinstance(placed, str):
+            return None, (), placed
+        return placed[0], ("loose_arguments", *placed[1]), None
     reader = _Reader()
     try:
         positional = [reader.value(arg) for arg in node.args if not isinstance(arg, ast.Starred)]
@@ -121,12 +130,66 @@ def decode_arguments(args_text: str, spec: ToolSpec | None) -> Decoded:
             else:
                 return None, (), "** of a value that is no dict"
     except (_NotLiteral, RecursionError) as exc:
-        return None, (), f"an argument is not a literal value ({exc})"
+        return None, (), f"an argument is not a literal value: {exc}"
     placed = _place_positional(positional, arguments, spec)
     if isinstance(placed, str):
         return None, (), placed
     arguments, repairs = placed
     return arguments, (*reader.repairs, *repairs), None
+
+
+_LOOSE_KEY = re.compile(r"([A-Za-z_]\w*)[ \t]*[=:][ \t]*(.*)", re.S)
+_MAX_LOOSE_CHARS = 20_000  # the loose reading is for a model's slip in a short call, not for bulk text
+
+
+def _loose_arguments(args_text: str) -> tuple[list[Any], dict[str, Any]] | None:
+    """What a model meant by arguments that are no Python: ``country=Brazil`` / ``year=2022`` on lines of
+    their own, ``city: Paris``, words with spaces unquoted. Pieces are split at commas and line breaks
+    outside brackets and quotes; ``key=value`` or ``key: value`` is a keyword, a piece before any is
+    positional, a piece after one adds to its value (a list). None when nothing reads as arguments."""
+    if len(args_text) > _MAX_LOOSE_CHARS:
+        return None
+    positional: list[Any] = []
+    keywords: dict[str, Any] = {}
+    last: str | None = None
+    for piece in _top_level_pieces(args_text):
+        keyed = _LOOSE_KEY.fullmatch(piece)
+        if keyed is not None:
+            last = keyed.group(1)
+            keywords[last] = _loose_value(keyed.group(2))
+        elif last is None:
+            positional.append(_loose_value(piece))
+        else:
+            previous = keywords[last]
+            keywords[last] = [*(previous if isinstance(previous, list) else [previous]), _loose_value(piece)]
+    return (positional, keywords) if positional or keywords else None
+
+
+def _top_level_pieces(text: str) -> list[str]:
+    """``text`` split at commas and line breaks outside brackets and quotes, pieces stripped, empty ones left out."""
+    pieces, start, depth, quote = [], 0, 0, ""
+    for at, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote and text[at - 1] != "\\" else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char in ",\n" and depth == 0:
+            pieces.append(text[start:at])
+            start = at + 1
+    pieces.append(text[start:])
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def _loose_value(text: str) -> Any:
+    """A literal when the text is one, else the text itself (quotes around it dropped)."""
+    try:
+        return _Reader().value(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, _NotLiteral):
+        return text.strip().strip("\"'")
 
 
 def _place_positional(
