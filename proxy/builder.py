@@ -214,7 +214,7 @@ class ResponseBuilder(Generic[Item]):
         out: list[Item] = []
         self._release_held(out)
         if not self.calls_sent and not "".join(self._sent_text).strip():
-            self._send_fallback(out, attempt.finish == "length")
+            self._send_fallback(out)
         if self.calls_sent:
             reason = "tool_calls"
         else:
@@ -226,11 +226,11 @@ class ResponseBuilder(Generic[Item]):
             out.append(self.renderer.usage(usage))
         return out
 
-    def _send_fallback(self, out: list[Item], cut: bool) -> None:
+    def _send_fallback(self, out: list[Item]) -> None:
         """No call and no text: the model's own text from an earlier attempt, else the words of its
-        malformed block without markup (none when the length limit cut it: the finish says ``length``)."""
+        malformed block without markup (also when the length limit cut it: the finish then says ``length``)."""
         text = "".join(self._attempt_text) or self._fallback
-        if not text.strip() and self._malformed_raw.strip() and not cut:
+        if not text.strip() and self._malformed_raw.strip():
             text = plain_text(self._malformed_raw)
             if self._filter is not None:
                 text = (self._filter.feed(text) + self._filter.flush()).strip()

@@ -5,7 +5,8 @@ a scripted aiohttp upstream, in every format where the item applies, streamed an
 - a tool result the model invents after its call, in any spelling, ends the turn unseen (item 3);
 - ``Action Input: {...}, {...}``: the second object is a second call, or the cut; never text (item 4);
 - a caret opener written wrong (``^^^name: args``) is a malformed block: re-asked, never bare text (item 7);
-- markup cut off by the length limit ends as ``finish_reason: "length"`` with no markup in content (item 8).
+- markup cut off by the length limit ends as ``finish_reason: "length"`` with no markup in content (item 8),
+  and the content is the block's words, never empty (item 6).
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ async def test_markup_cut_by_the_length_limit_ends_as_length(
         assert not choice["message"].get("tool_calls")
         content = choice["message"]["content"]
     assert_no_markup(content)
+    assert "response" in content  # never empty: the words the model wrote, without the markup
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

@@ -4,14 +4,15 @@ When every attempt of a response wrote only a broken call block, the client stil
 but never the block's raw markup (issue 18): ``plain_text`` removes what every format (and lenient
 recognition) uses as markup, keeping the words the model wrote:
 
-* tags: wrappers (``<tool_call>``, ``<think>``) and closing tags removed, ``<tool:x>`` / ``<function=x>`` keep
-  the name ``x``, ``<param:k>`` / ``<parameter=k>`` / ``<k>`` become ``k:``;
+* tags: wrappers (``<tool_call>``, ``<think>``), closing tags and a tag cut off at the end removed,
+  ``<tool:x>`` / ``<function=x>`` keep the name ``x``, ``<param:k>`` / ``<parameter=k>`` / ``<k>`` become ``k:``;
 * code fence lines, caret marker lines (``^^^``, ``---``): removed; ``^^^name`` keeps the name;
 * ReAct keywords at a line start (``Action:``, ``Action Input:``, ``Thought:``): removed, the rest kept;
-* JSON punctuation (braces, brackets, quotes, separating commas): removed, ``key: value`` kept.
+* JSON punctuation (braces, brackets, quotes, separating commas): removed, ``key: value`` kept;
+* a pythonic call ``[name(key=value)]``: the name on its own line, ``key=`` as ``key:``, the parentheses gone.
 
-A block cut off by the length limit inside nested JSON may have no words left: the content is then
-empty, and the response ends with ``finish_reason: "length"``. Pure and linear: one regex pass each.
+A block cut off by the length limit is shown the same way (its words, no markup), and the response ends with
+``finish_reason: "length"``. Pure and linear: one regex pass each.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ _JSON_PUNCT = re.compile(r"[{}\[\]\"]+")
 _COMMA = re.compile(r"[ \t]*,[ \t]*(?=\S)")
 _BLANK_RUN = re.compile(r"[ \t]*\n(?:[ \t]*\n)+")
 _NAME_KEYS = re.compile(r"\b(?:name|arguments|parameters)[ \t]*:[ \t]*(?=\S)")
+_PARTIAL_TAG = re.compile(r"<[/|]?[\w.\-=:|]{0,128}\Z")  # a tag the length limit cut off
+_PY_HEAD = re.compile(r"\A[ \t]*\[?[ \t]*([A-Za-z_][\w.\-]*)[ \t]*\(")
+_PY_KEYWORD = re.compile(r"(?<=[(,\s])([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*")
+_PY_END = re.compile(r"\)[ \t]*\]?[ \t]*\Z")
 
 
 def plain_text(raw: str) -> str:
     """``raw`` (a call block as written) without markup: the words, one ``key: value`` per line."""
-    text = _TAG.sub(_tag, raw)
+    text = _TAG.sub(_tag, _PARTIAL_TAG.sub("", _python_call(raw)))
     text = _FENCE_LINE.sub("", text)
     text = _CARET_LINE.sub("", text)
     text = _KEYWORD.sub("", text)
@@ -41,6 +46,15 @@ def plain_text(raw: str) -> str:
     text = _BLANK_RUN.sub("\n", text)
     lines = (line.strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line and line not in (":", ","))
+
+
+def _python_call(raw: str) -> str:
+    """A pythonic call ``name(key=value, ...)`` as ``name`` and ``key: value`` words; other text unchanged."""
+    head = _PY_HEAD.match(raw)
+    if head is None:
+        return raw
+    body = _PY_KEYWORD.sub(r"\1: ", "(" + _PY_END.sub("", raw[head.end() :]))[1:]
+    return f"{head.group(1)}\n{body}"
 
 
 def _tag(m: re.Match[str]) -> str:
