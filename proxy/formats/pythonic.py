@@ -481,16 +481,13 @@ class PythonicFormat:
     name = "pythonic"
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
-        sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
-        return "\n\n".join(
-            (
-                "# Tools\n\nYou can call these functions:\n\n" + describe_tools(tools),
-                SYNTAX,
-                "For example:\n" + render_list([(sample.name, _example_arguments(sample))]),
-                choice_instruction(tool_choice, parallel, _SEVERAL),
-            )
-        )
+        # No worked example with a real tool: on BFCL the local model copied its placeholder values and
+        # called its tool when another fitted; the generic list in SYNTAX shows the syntax, as BFCL's prompt does.
+        parts = ["# Tools\n\nYou can call these functions:\n\n" + describe_tools(tools), SYNTAX]
+        if tool_choice.mode == "named":
+            named = next((t for t in tools if t.name == tool_choice.name), ToolSpec(str(tool_choice.name)))
+            parts.append("Call it like this:\n" + render_list([(named.name, _example_arguments(named))]))
+        return "\n\n".join([*parts, choice_instruction(tool_choice, parallel, _SEVERAL)])
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return render_list([(call.name, _arguments_of(call)) for call in calls])
