@@ -17,6 +17,9 @@ segments that together have ``MIN_WORDS`` words, every trigram of them in the in
 lines of a copied worked example: ``title: Shopping list`` / ``priority: 2`` / ``tags:``): it is held
 until the next segment decides, and shown when that one is the model's own text.
 
+A segment made only of the request's tool and parameter names (``Instructions(names=...)``) is never an
+echo: it is the model naming its call (a malformed block shown as words: ``european_history_leader_info``).
+
 A segment is held back only while it can still turn out to be an echo: when its first word is one
 the instructions lack, or at the first trigram (or second word) they lack, it is released and the
 rest of the segment streams through at once, so normal text waits at most a few words (a word still
@@ -60,9 +63,12 @@ def _segments(text: str) -> list[str]:
 class Instructions:
     """The n-gram index of the instruction texts one request rendered."""
 
-    __slots__ = ("prefixes", "segments", "trigrams", "vocabulary")
+    __slots__ = ("own", "prefixes", "segments", "trigrams", "vocabulary")
 
-    def __init__(self, texts: Iterable[str] = ()) -> None:
+    def __init__(self, texts: Iterable[str] = (), names: Iterable[str] = ()) -> None:
+        # the words of the request's tool and parameter names: a segment of only those is a call the model
+        # wrote (``get_weather`` / ``city: Paris`` in a malformed block's words), not an echo
+        self.own: set[str] = {word for name in names for word in _words(name)}
         self.trigrams: set[tuple[str, str, str]] = set()
         self.vocabulary: set[str] = set()
         self.segments: set[tuple[str, ...]] = set()
@@ -99,6 +105,7 @@ class EchoFilter:
         "_released",
         "_run",
         "_short",
+        "_short_starts",
         "_short_words",
         "_words",
         "dropped",
@@ -117,6 +124,7 @@ class EchoFilter:
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
         self._short: list[str] = []  # short segments that match the instructions, waiting for the next one
         self._short_words: list[str] = []  # their words, in order: a run of them can be an echo together
+        self._short_starts: list[tuple[int, int]] = []  # where each of them starts in _short and _short_words
         self.dropped = 0  # segments dropped, for the tally
 
     def feed(self, text: str) -> str:
@@ -193,6 +201,7 @@ class EchoFilter:
         short = "".join(self._short)
         self._short.clear()
         self._short_words.clear()
+        self._short_starts.clear()
         return short
 
     def _end_segment(self) -> str:
@@ -208,6 +217,9 @@ class EchoFilter:
                 self._short.append(held)
                 return ""
             return "" if self._after_drop else held
+        if self._index.own.issuperset(words):  # only tool and parameter names: the model's own call
+            self._after_drop = False
+            return self._take_short() + held
         if len(words) >= MIN_WORDS and (_all_known(words, self._index) or _paraphrase(words, misses, best_run)):
             self._drop_short()  # the short segments before it were part of the echo
             return ""
@@ -215,19 +227,34 @@ class EchoFilter:
             if self._after_drop:
                 self.dropped += 1
                 return ""
+            self._short_starts.append((len(self._short), len(self._short_words)))
             self._short.append(held)
             self._short_words += words
+            shown = self._trim_chain()
             chain = self._short_words
             if len(chain) >= MIN_WORDS and _all_known(chain, self._index):
                 self._drop_short()  # short lines copied in a row (a worked example): an echo together
-            return ""
+            return shown
         self._after_drop = False
         return self._take_short() + held
+
+    def _trim_chain(self) -> str:
+        """Release the oldest held short segments until the rest reads as one run of the instructions."""
+        starts = self._short_starts
+        while len(starts) > 1 and not _all_known(self._short_words, self._index):
+            text_at, word_at = starts[1]
+            shown = "".join(self._short[:text_at])
+            del self._short[:text_at], self._short_words[:word_at], starts[0]
+            self._short_starts = starts = [(t - text_at, w - word_at) for t, w in starts]
+            if shown:
+                return shown + self._trim_chain()
+        return ""
 
     def _drop_short(self) -> None:
         """The held short segments (and the segment that ended them) were an echo."""
         self._short.clear()
         self._short_words.clear()
+        self._short_starts.clear()
         self.dropped += 1
         self._after_drop = True
 

@@ -83,7 +83,7 @@ class Emulator:
             stream_arguments=rule.stream_arguments,
             text_before_call=rule.text_before_call,
             buffered=buffered,  # the client reads the answer whole: only the final attempt's text counts
-            instructions=Instructions([plan.instructions]),
+            instructions=Instructions([plan.instructions], names=plan.call_names),
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:

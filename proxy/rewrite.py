@@ -43,6 +43,15 @@ class EmulationPlan:
     instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
 
     @property
+    def call_names(self) -> list[str]:
+        """The offered tools' names and their parameters' names: what the model's own calls are made of."""
+        names = []
+        for tool in self.tools:
+            props = tool.parameters.get("properties")
+            names += [tool.name, *(props if isinstance(props, dict) else ())]
+        return names
+
+    @property
     def wants_call(self) -> bool:
         """``required`` or a named function: an answer without a valid call gets a re-ask."""
         return self.tool_choice.mode in ("required", "named") and bool(self.tools)

@@ -147,3 +147,22 @@ def test_copied_worked_example_is_an_echo_in_any_split(text: str, expected: str,
         rng = random.Random(seed)
         cuts = [rng.randrange(len(text) + 1) for _ in range(rng.randrange(6))]
         assert run(text, cuts, prompt=EXAMPLE_PROMPT, max_misses=max_misses) == expected
+
+
+def test_a_copied_example_after_the_models_own_short_lines_is_dropped_from_where_it_starts() -> None:
+    text = "city: Paris\nNY\n" + COPY
+    for max_misses in (0, MAX_MISSES):
+        assert run(text, prompt=EXAMPLE_PROMPT, max_misses=max_misses) == "city: Paris\nNY\n"
+        assert run(text, list(range(len(text))), prompt=EXAMPLE_PROMPT, max_misses=max_misses) == "city: Paris\nNY\n"
+
+
+@pytest.mark.parametrize("max_misses", [0, MAX_MISSES])
+def test_tool_and_parameter_names_alone_are_the_models_call_not_an_echo(max_misses: int) -> None:
+    """A malformed call shown as words (``european_history_leader_info`` / ``leader: Stalin``): the tool's name
+    is a whole line of the instructions, yet it is the model's own call."""
+    prompt = PROMPT + "### european_history_leader_info\nInfo on a leader.\n  - leader (string, required)\n"
+    text = "european_history_leader_info\nleader: Stalin"
+    named = EchoFilter(Instructions([prompt], ["european_history_leader_info", "leader"]), max_misses)
+    assert named.feed(text) + named.flush() == text
+    unnamed = EchoFilter(Instructions([prompt]), max_misses)
+    assert unnamed.feed(text) + unnamed.flush() == "leader: Stalin"  # without the names: read as an echo
