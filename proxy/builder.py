@@ -136,7 +136,9 @@ class ResponseBuilder(Generic[Item]):
         self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions else None
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
-        self._malformed_raw = ""  # the latest malformed block as written: the last resort for content
+        # the latest block that became no call (malformed, or a call under tool_choice "none"), as written:
+        # the last resort for content
+        self._unused_raw = ""
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -228,10 +230,11 @@ class ResponseBuilder(Generic[Item]):
 
     def _send_fallback(self, out: list[Item]) -> None:
         """No call and no text: the model's own text from an earlier attempt, else the words of its
-        malformed block without markup (also when the length limit cut it: the finish then says ``length``)."""
+        malformed block (or of a call tool_choice "none" withheld) without markup (also when the length limit
+        cut it: the finish then says ``length``)."""
         text = "".join(self._attempt_text) or self._fallback
-        if not text.strip() and self._malformed_raw.strip():
-            text = plain_text(self._malformed_raw)
+        if not text.strip() and self._unused_raw.strip():
+            text = plain_text(self._unused_raw)
             if self._filter is not None:
                 text = (self._filter.feed(text) + self._filter.flush()).strip()
         if text.strip():
@@ -299,6 +302,7 @@ class ResponseBuilder(Generic[Item]):
     def _end(self, event: ToolCallEnd, attempt: Attempt, out: list[Item]) -> None:
         if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
             self.tally.sanitized += 1
+            self._unused_raw = f"{event.name}\n{event.arguments}"  # its words, should nothing else come
             return
         state = self._open.pop(event.index, None)
         if self._repeats(event, attempt) and state is None:
@@ -335,7 +339,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _malformed(self, event: Malformed, attempt: Attempt) -> None:
         attempt.malformed.append(event)
-        self._malformed_raw = event.raw
+        self._unused_raw = event.raw
         self.tally.parse_outcomes.append("malformed")
         self.tally.sanitized += 1
         if event.index is not None and self._open.pop(event.index, None) is not None:

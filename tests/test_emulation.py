@@ -490,6 +490,21 @@ async def test_call_written_despite_tool_choice_none_stays_out(
     assert message["content"].strip() == "It is sunny."
 
 
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_only_a_call_despite_tool_choice_none_is_answered_with_its_words(
+    start_proxy, fake_upstream, fmt: str, stream: bool
+) -> None:
+    """Seen in the demo: after a tool result the model called again; with tool_choice "none" the answer was
+    empty. The call's words (never its markup) are the answer then."""
+    proxy = await start_proxy(models=emulated(fmt, max_repair_retries=0))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text(fmt)))))
+    result = await ask(proxy, stream, tool_choice="none")
+    message = result["choices"][0]["message"]
+    assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
+    assert message["content"].split("\n") == ["get_weather", "city: Paris"]
+
+
 async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'

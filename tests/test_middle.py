@@ -239,8 +239,10 @@ def test_text_is_held_while_a_call_is_demanded() -> None:
 def test_calls_withdrawn_are_counted_not_sent() -> None:
     builder = ResponseBuilder(ListRenderer(), calls_withdrawn=True, call_ids=ids())
     attempt = Attempt()
-    assert builder.feed([ToolCallStart(0, "f"), ToolCallEnd(0, "f", "{}")], attempt) == []
-    assert builder.tally.sanitized == 1 and builder.finish(attempt, include_usage=True) == [("finish", "stop")]
+    assert builder.feed([ToolCallStart(0, "f"), ToolCallEnd(0, "f", '{"x": 1}')], attempt) == []
+    assert builder.tally.sanitized == 1
+    # nothing else came: the withheld call's words are the answer, never its markup and never nothing
+    assert builder.finish(attempt, include_usage=True) == [("text", "f\nx: 1"), ("finish", "stop")]
 
 
 @pytest.mark.parametrize(("finish", "reason"), [("length", "length"), ("stop", "stop"), (None, "stop")])

@@ -28,6 +28,7 @@ _JSON_PUNCT = re.compile(r"[{}\[\]\"]+")
 _COMMA = re.compile(r"[ \t]*,[ \t]*(?=\S)")
 _BLANK_RUN = re.compile(r"[ \t]*\n(?:[ \t]*\n)+")
 _NAME_KEYS = re.compile(r"\b(?:name|arguments|parameters)[ \t]*:[ \t]*(?=\S)")
+_KEY_SPACE = re.compile(r"\A([\w.\-]{1,128}):(?=[^\s/])")  # "city:Paris" (from JSON) as "city: Paris"
 _PARTIAL_TAG = re.compile(r"<[/|]?[\w.\-=:|]{0,128}\Z")  # a tag the length limit cut off
 _PY_HEAD = re.compile(r"\A[ \t]*\[?[ \t]*([A-Za-z_][\w.\-]*)[ \t]*\(")
 _PY_KEYWORD = re.compile(r"(?<=[(,\s])([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*")
@@ -44,7 +45,7 @@ def plain_text(raw: str) -> str:
     text = _NAME_KEYS.sub("", text)
     text = _COMMA.sub("\n", text)
     text = _BLANK_RUN.sub("\n", text)
-    lines = (line.strip() for line in text.split("\n"))
+    lines = (_KEY_SPACE.sub(r"\1: ", line.strip(), count=1) for line in text.split("\n"))
     return "\n".join(line for line in lines if line and line not in (":", ","))
 
 
