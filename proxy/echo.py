@@ -9,7 +9,7 @@ The text is judged in segments: a line, or a sentence within a line (ended by ``
 ``?`` or ``:``; a segment end does not depend on what follows, so any split of the text gives
 the same segments). Words are compared normalized (case-folded, punctuation dropped).
 A segment is an echo when it has at least ``MIN_WORDS`` words and every word trigram in it occurs
-in the instructions, or when it is a paraphrase: ``LONG_RUN`` known trigrams in a row (seven words
+in the instructions, or when it is a paraphrase: ``LONG_RUN`` known trigrams in a row (six words
 verbatim) and at most half of it unknown ("You can call this tool only when you need it; otherwise
 answer the user directly."). A shorter segment that equals a whole instruction segment ("Rules:",
 a tool's name, "Paris" from a parameter's example) is an echo only next to one, or in a run of such
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 
 MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
 MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that the instructions lack
-LONG_RUN = 5  # known trigrams in a row (7 words of the instructions verbatim) that make a paraphrase an echo
+LONG_RUN = 4  # known trigrams in a row (6 words of the instructions verbatim) that make a paraphrase an echo
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")

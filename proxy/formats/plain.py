@@ -5,7 +5,8 @@ but never the block's raw markup (issue 18): ``plain_text`` removes what every f
 recognition) uses as markup, keeping the words the model wrote:
 
 * tags: wrappers (``<tool_call>``, ``<think>``), closing tags and a tag cut off at the end removed,
-  ``<tool:x>`` / ``<function=x>`` keep the name ``x``, ``<param:k>`` / ``<parameter=k>`` / ``<k>`` become ``k:``;
+  ``<tool:x>`` / ``<function=x>`` keep the name ``x``, ``<parameter=k=v>`` becomes ``k: v``,
+  ``<param:k>`` / ``<parameter=k>`` / ``<k>`` become ``k:``;
 * code fence lines, caret marker lines (``^^^``, ``---``): removed; ``^^^name`` keeps the name;
 * ReAct keywords at a line start (``Action:``, ``Action Input:``, ``Thought:``): removed, the rest kept;
 * JSON punctuation (braces, brackets, quotes, separating commas): removed, ``key: value`` kept;
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import re
 
-_TAG = re.compile(r"<(/?)\|?([A-Za-z_][\w.\-]{0,128})\|?(?:[:=]([\w.\-]{0,128}))?(?:[ \t][^<>\n]{0,256})?/?>")
+_TAG = re.compile(
+    r"<(/?)\|?([A-Za-z_][\w.\-]{0,128})\|?(?:[:=]([\w.\-]{0,128}))?(?:=([^<>\n]{0,256}))?(?:[ \t][^<>\n]{0,256})?/?>"
+)
 _WRAPPERS = frozenset(("tool_call", "tool_calls", "tool_response", "function_call", "tools", "tool", "think", "json"))
 _FENCE_LINE = re.compile(r"^[ \t]*```[^\n]*$", re.MULTILINE)
 _CARET_LINE = re.compile(r"^[ \t]*(?:\^{3,}|-{3,})[ \t]*", re.MULTILINE)
@@ -60,9 +63,11 @@ def _python_call(raw: str) -> str:
 
 def _tag(m: re.Match[str]) -> str:
     """A tag as words: a call's name on its own line, a parameter's name before its value, else nothing."""
-    closing, tag, name = m.group(1), m.group(2), m.group(3)
+    closing, tag, name, value = m.group(1), m.group(2), m.group(3), m.group(4)
     if closing or (tag.lower() in _WRAPPERS and not name):
         return ""
+    if value is not None:  # <parameter=city=Paris>, a value written into the tag
+        return f"{name or tag}: {value.strip()}\n"
     if name is not None:
         return f"{name}\n" if tag in ("tool", "function") else f"{name}: "
     return f"{tag}: "
