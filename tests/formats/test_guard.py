@@ -47,3 +47,21 @@ def test_plain_text_keeps_the_words_of_a_broken_block(fmt: str) -> None:
     words = plain_text(rendered(fmt, "get_weather", {"town": "Paris"}))
     assert "town" in words and "Paris" in words
     assert not any(mark in words for mark in ("<", ">", "```", "^^^", "{", '"', "Action"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        # what the local model wrote on BFCL, as the client gets it when no call could be made of it
+        (
+            "<function=get_traffic_info>\n<parameter=start_location=Boston>\n",
+            "get_traffic_info\nstart_location: Boston",
+        ),
+        ('[get_weather(city="Paris", unit=celsius)]', "get_weather\ncity: Paris\nunit: celsius"),
+        ('calculator\n{"expression":"17 * 23","result":391}', "calculator\nexpression: 17 * 23\nresult: 391"),
+        ("<tool_call>\n<function=get_weather>\n<parameter=ci", "get_weather"),  # a tag cut off at the end
+        ("see http://example.com/a", "see http://example.com/a"),
+    ],
+)
+def test_plain_text_of_what_models_wrote(raw: str, words: str) -> None:
+    assert plain_text(raw) == words
