@@ -58,6 +58,7 @@ from ._args import parse_json_lenient
 from ._calls import CallSlots, truncated
 from ._caret_header import BLOCK_SCALARS, Header
 from ._guard import CallOpener, guard
+from ._hermes_render import _example_arguments
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
@@ -411,19 +412,6 @@ one line as a JSON string ("line 1\\nline 2");
 - a line `^^^` alone closes the block.
 After the closing `^^^`, stop and wait: results arrive as `Result of <tool>:` messages."""
 
-_EXAMPLE = """\
-Example (`save_note` only illustrates the syntax):
-^^^save_note
-title: Shopping list
-priority: 2
-tags:
-  - home
-  - weekly
----
-Milk
-Eggs "large"
-^^^"""
-
 
 def _is_plain(text: str) -> bool:
     """Whether a string reads back unchanged when written unquoted in a header line."""
@@ -477,7 +465,12 @@ class CaretFormat:
     name = "caret"
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        parts = ["# Tools", describe_tools(tools), choice_instruction(tool_choice, parallel), _SYNTAX, _EXAMPLE]
+        # The worked example calls a real tool (the named one, else the first): on BFCL the local model copied
+        # an invented example tool's block word for word, and a copy of a real call is at least a call.
+        named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
+        sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
+        example = "Example:\n" + render_block(sample.name, _example_arguments(sample))
+        parts = ["# Tools", describe_tools(tools), choice_instruction(tool_choice, parallel), _SYNTAX, example]
         return "\n\n".join(parts)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
