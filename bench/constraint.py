@@ -1,6 +1,6 @@
 """Grammar build time for constrained decoding (issue 11 item 1): first build and cache hits.
 
-Builds the hermes grammar for tool sets of 1, 3, 10 and 40 tools (the test tools, repeated under new
+Builds the hermes and pythonic grammars for tool sets of 1, 3, 10 and 40 tools (the test tools, repeated under new
 names), each in a fresh cache, then looks each up again; prints milliseconds. The model's own time for
 one call on the local 0.5B model is seconds, so the cached look-up must stay far below 10% of it.
 
@@ -29,17 +29,18 @@ def tool_set(size: int) -> list[ToolSpec]:
 
 
 def main() -> None:
-    print(f"{'tools':>5} {'first ms':>9} {'cached µs':>10} {'grammar chars':>14}")
-    for size in (1, 3, 10, 40):
-        tools, cache = tool_set(size), GrammarCache()
-        first = cache.get("hermes", tools, ToolChoice("required"), 1)
-        if first is None:
-            sys.exit("no grammar: is llama-cpp-python installed (toolshim[constrain])?")
-        started = time.perf_counter()
-        for _ in range(HITS):
-            cache.get("hermes", tools, ToolChoice("required"), 1)
-        cached_us = (time.perf_counter() - started) / HITS * 1e6
-        print(f"{size:>5} {first.build_seconds * 1e3:>9.2f} {cached_us:>10.1f} {len(first.text):>14}")
+    print(f"{'format':>8} {'tools':>5} {'first ms':>9} {'cached µs':>10} {'grammar chars':>14}")
+    for fmt in ("hermes", "pythonic"):
+        for size in (1, 3, 10, 40):
+            tools, cache = tool_set(size), GrammarCache()
+            first = cache.get(fmt, tools, ToolChoice("required"), 1)
+            if first is None:
+                sys.exit("no grammar: is llama-cpp-python installed (toolshim[constrain])?")
+            started = time.perf_counter()
+            for _ in range(HITS):
+                cache.get(fmt, tools, ToolChoice("required"), 1)
+            cached_us = (time.perf_counter() - started) / HITS * 1e6
+            print(f"{fmt:>8} {size:>5} {first.build_seconds * 1e3:>9.2f} {cached_us:>10.1f} {len(first.text):>14}")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ Sans-IO. From (format, tools, tool_choice, call limit) it builds a GBNF grammar 
 are exactly what the format's parser reads as valid calls: the format's wrapper syntax, the name
 one of the offered tools, the arguments valid against that tool's JSON Schema. With ``required``
 or a named function the output is 1..max_calls calls and nothing else; with ``auto`` it is either
-free text or such calls. Where the parser reads bare call objects (the rule's ``lenient``, on by
-default), the calls may also be written bare, ``{"name": ...}`` without the wrapper: small Qwen models
-do, and a grammar without that branch pushed them into prose instead of a call (BFCL: 11 of 21). Free
-text may not start with ``<``, ``{`` or a blank, so a model that starts a call can only finish it validly. For hermes::
+free text or such calls. Free text may not start the way a call does (``FREE_TEXT_NOT_FIRST``), so a
+model that starts writing a call can only finish it validly.
+
+hermes: where the parser reads bare call objects (the rule's ``lenient``, on by default), the calls may
+also be written bare, ``{"name": ...}`` without the wrapper: small Qwen models do, and a grammar without
+that branch pushed them into prose instead of a call (BFCL: 11 of 21)::
 
     root        ::= tool-calls | bare-calls | free-text    # auto; no free-text when a call is demanded
     tool-calls  ::= tool-call ("\\n" tool-call){0,N-1}
@@ -16,18 +18,22 @@ text may not start with ``<``, ``{`` or a blank, so a model that starts a call c
     call-object ::= "{\\"name\\": " (tool-0 | tool-1) "}"
     tool-0      ::= "\\"get_weather\\", \\"arguments\\": " tool-0-args   # args: llama.cpp's converter
 
-Only hermes is supported: its arguments are one JSON object. Formats whose arguments are not one
-JSON value (xml's parameter tags, caret's body) or whose calls are free-form lines (react) get no
-constraint (``build`` returns ``None``) and run as before.
+pythonic: one Python list of keyword calls, the values Python literals of each parameter's schema
+(required parameters first, in the schema's order, then any of the optional ones, in order, as
+llama.cpp orders an object's keys); a tool with a parameter name that is no Python identifier takes its
+arguments as one dict (``f({"a-b": 1})``, which the parser reads too)::
 
-The JSON-Schema-to-GBNF step is llama.cpp's own converter, the one its server uses for
-``json_schema``, as llama-cpp-python ships it (its pure-Python ``llama_grammar.py``, loaded on first use without
-the package, so no native library is loaded). Why not the others: llguidance and outlines-core do not emit
-GBNF (llguidance's Lark dialect needs a llama.cpp built with it, outlines-core emits a regex);
-xgrammar's EBNF is close to GBNF but it pulls a deep-learning stack. That copy of the converter
-ignores numeric bounds; integers get them here (``intrange``, an exact digit-range rule), numbers
-(floats) with bounds stay unbounded in the grammar and are checked after, as every call is. Grammars are cached per
-(format, tools, choice, calls) in an LRU, so a repeated tool set costs a dictionary look-up.
+    root        ::= call-list | free-text
+    call-list   ::= "[" call (", " call){0,N-1} "]"
+    call        ::= tool-0 | tool-1
+    tool-0      ::= "get_weather(" tool-0-kwargs ")"
+    tool-0-kwargs ::= "city=" tool-0-city (", unit=" tool-0-unit)?
+
+Formats whose arguments are not one value per parameter in a syntax a grammar can pin down (xml's
+parameter tags, caret's body) or whose calls are free-form lines (react) get no constraint (``build``
+returns ``None``) and run as before. The value rules are llama.cpp's own converter (``schema_grammar``).
+Grammars are cached per (format, tools, choice, calls) in an LRU, so a repeated tool set costs a
+dictionary look-up.
 
 How the grammar travels (``dialect``, an upstream option): ``gbnf`` puts it in ``grammar``
 (llama.cpp's server, llama-cpp-python, LocalAI); ``vllm`` in ``structured_outputs.grammar``
@@ -39,24 +45,21 @@ only because toolshim set it (a client's own ``grammar`` is still dropped).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
 import json
+import keyword
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any, Literal
 
 from .allowlist import Injected
 from .formats import ToolChoice, ToolSpec
 from .formats._hermes_markup import CLOSE, OPEN
-from .intrange import integer_bounds, integer_range_rule
 from .rules import CONSTRAINED_FORMATS
+from .schema_grammar import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +70,11 @@ _CACHE_SIZE = 256
 CALL_OBJECT = '{"name": '
 CALL_HEAD = OPEN + "\n" + CALL_OBJECT  # as hermes' render_call writes a call
 CALL_TAIL = "}\n" + CLOSE
-# Free text may not start with these: "<" and "{" start the calls (wrapped, bare), the rest is a blank or NUL.
+# Free text may not start with these: a call's first character, a blank or NUL. hermes: "<" and "{"
+# (wrapped, bare); pythonic: "[" (the list), "`" (a fence, whose calls the parser leaves as text), and
+# "<" / "{" (other syntaxes the lenient parser would read without the grammar's checks).
 FREE_TEXT_NOT_FIRST = "<{\\x00 \\t\\n\\r"
-
-# The errors llama.cpp's converter raises on a schema it cannot express (it uses asserts).
-_CONVERTER_ERRORS = (AssertionError, ValueError, KeyError, TypeError, IndexError, RecursionError, NotImplementedError)
-
-
-class ConverterMissing(RuntimeError):
-    """llama-cpp-python (its ``llama_grammar.py``) is not installed: toolshim's ``constrain`` extra."""
+PYTHONIC_NOT_FIRST = "[`<{\\x00 \\t\\n\\r"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,84 +87,94 @@ class Grammar:
     cached: bool
 
 
-def _literal(value: str) -> str:
-    """``value`` as a GBNF string literal (GBNF escapes as JSON does)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-@functools.cache
-def _grammar_module() -> ModuleType:
-    """llama-cpp-python's ``llama_grammar.py`` loaded on its own: it imports nothing of the package,
-    and importing it as ``llama_cpp.llama_grammar`` would load the native library for nothing."""
-    spec = importlib.util.find_spec("llama_cpp")  # finds the package without running its __init__
-    path = Path(spec.origin).parent / "llama_grammar.py" if spec and spec.origin else None
-    module_spec = importlib.util.spec_from_file_location("toolshim._llama_grammar", path) if path else None
-    if path is None or not path.is_file() or module_spec is None or module_spec.loader is None:
-        raise ConverterMissing(
-            "constrained decoding needs llama.cpp's JSON-Schema converter: pip install 'toolshim[constrain]'"
-        )
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-@functools.cache
-def _bounded_converter_class() -> type[Any]:
-    """llama.cpp's ``SchemaConverter`` plus integer bounds, which its copy ignores (see ``intrange``).
-
-    A subclass because the converter recurses through ``self.visit``: a bounded integer anywhere
-    (a property, an array item, an ``anyOf`` branch) reaches this override."""
-    module = _grammar_module()
-
-    class BoundedConverter(module.SchemaConverter):  # type: ignore[misc,name-defined]
-        def visit(self, schema: Any, name: str) -> Any:
-            bounds = integer_bounds(schema) if isinstance(schema, dict) else None
-            if bounds is None:
-                return super().visit(schema, name)
-            rule_name = name + "-" if name in module.RESERVED_NAMES else name or "root"
-            return self._add_rule(rule_name, f"({integer_range_rule(*bounds)}) space")
-
-    return BoundedConverter
-
-
-def _converter() -> Any:
-    """A fresh converter (llama.cpp's, with integer bounds; no remote ``$ref`` fetching)."""
-    return _bounded_converter_class()(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-
-
-def _tool_rules(converter: Any, tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:
+def _tool_rules(made: Any, tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:
     """One rule per tool: its name as JSON, then its arguments under its schema (converter's rules)."""
     rules = []
     for i, tool in enumerate(tools):
-        schema = converter.resolve_refs(json.loads(json.dumps(dict(tool.parameters))), "tool")
-        args_rule = converter.visit(schema, f"tool-{i}-args")
-        rules.append((f"tool-{i}", _literal(json.dumps(tool.name) + ', "arguments": ') + " " + args_rule))
+        args_rule = value_rule(made, dict(tool.parameters), f"tool-{i}-args")
+        rules.append((f"tool-{i}", literal(json.dumps(tool.name) + ', "arguments": ') + " " + args_rule))
     return rules
+
+
+def _free_text(not_first: str) -> str:
+    return f"free-text ::= [^{not_first}] [^\\x00]*"
 
 
 def hermes_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int, bare: bool = True) -> str:
     """The hermes grammar (see the module docstring); raises ``ConverterMissing`` or a converter error.
     ``bare``: the parser reads bare call objects too (lenient recognition), so the grammar offers them."""
-    converter = _converter()
-    tool_rules = _tool_rules(converter, tools)
-    lines = converter.format_grammar().splitlines()
+    made = converter()
+    tool_rules = _tool_rules(made, tools)
+    lines = made.format_grammar().splitlines()
     lines += [f"{name} ::= {rule}" for name, rule in tool_rules]
     names = " | ".join(name for name, _ in tool_rules)
     calls = ["tool-calls", *(["bare-calls"] if bare else []), *([] if demand_call else ["free-text"])]
     lines += [
-        f"call-object ::= {_literal(CALL_OBJECT)} ({names}) {_literal('}')}",
-        f"tool-call ::= {_literal(OPEN + chr(10))} call-object {_literal(chr(10) + CLOSE)}",
+        f"call-object ::= {literal(CALL_OBJECT)} ({names}) {literal('}')}",
+        f"tool-call ::= {literal(OPEN + chr(10))} call-object {literal(chr(10) + CLOSE)}",
         f"tool-calls ::= tool-call{_more('tool-call', max_calls)}",
         *([f"bare-calls ::= call-object{_more('call-object', max_calls)}"] if bare else []),
-        *([] if demand_call else [f"free-text ::= [^{FREE_TEXT_NOT_FIRST}] [^\\x00]*"]),
+        *([] if demand_call else [_free_text(FREE_TEXT_NOT_FIRST)]),
         "root ::= " + " | ".join(calls),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _more(rule: str, max_calls: int) -> str:
-    """Up to ``max_calls - 1`` more of ``rule``, each on a new line."""
-    return "" if max_calls <= 1 else f' ("\\n" {rule}){{0,{max_calls - 1}}}'
+def _more(rule: str, max_calls: int, separator: str = "\n") -> str:
+    """Up to ``max_calls - 1`` more of ``rule``, each after ``separator``."""
+    return "" if max_calls <= 1 else f" ({literal(separator)} {rule}){{0,{max_calls - 1}}}"
+
+
+def _keyword_name(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _kwargs_rule(made: Any, tool: ToolSpec, prefix: str) -> str:
+    """``city="Paris", unit="celsius"`` for one tool: required keywords first, in the schema's order,
+    then any of the optional ones in order (the parser reads keywords in any order; one order is
+    enough for a model to write a valid call). A parameter name no keyword can spell: one dict."""
+    params = dict(tool.parameters)
+    props = params.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    if not all(_keyword_name(str(name)) for name in props):
+        return value_rule(made, params, f"{prefix}-dict")
+    required = [n for n in props if n in set(params.get("required") or ())]
+    optional = [n for n in props if n not in required]
+    kv = {n: f"{literal(f'{n}=')} {value_rule(made, props[n], f'{prefix}-{n}')}" for n in props}
+    rule = f" {literal(', ')} ".join(kv[n] for n in required)
+    if not optional:
+        return rule or '""'
+    # tails[i]: any of optional[i:], in order, each after a comma (a named rule each: linear in size).
+    tails = [""] * (len(optional) + 1)
+    for i in range(len(optional) - 1, -1, -1):
+        tails[i] = made._add_rule(f"{prefix}-rest-{i}", f"({literal(', ')} {kv[optional[i]]})? {tails[i + 1]}".strip())
+    if required:
+        return f"{rule} {tails[0]}"
+    # No required keyword: the first one written has no comma before it.
+    return "(" + " | ".join(f"{kv[n]} {tails[i + 1]}".strip() for i, n in enumerate(optional)) + ")?"
+
+
+def pythonic_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int, bare: bool = True) -> str:
+    """The pythonic grammar (see the module docstring); raises ``ConverterMissing`` or a converter error."""
+    del bare  # a bare call is one the prompt does not ask for; the list is the form the grammar offers
+    made = converter(python=True)
+    tool_rules = [
+        (f"tool-{i}", f"{literal(t.name + '(')} {_kwargs_rule(made, t, f'tool-{i}')} {literal(')')}")
+        for i, t in enumerate(tools)
+    ]
+    lines = made.format_grammar().splitlines()
+    lines += [f"{name} ::= {rule}" for name, rule in tool_rules]
+    lines += [
+        "call ::= " + " | ".join(name for name, _ in tool_rules),
+        f'call-list ::= "[" call{_more("call", max_calls, ", ")} "]"',
+        *([] if demand_call else [_free_text(PYTHONIC_NOT_FIRST)]),
+        "root ::= " + " | ".join(["call-list", *([] if demand_call else ["free-text"])]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+GrammarBuilder = Callable[[Sequence[ToolSpec], bool, int, bool], str]
+BUILDERS: dict[str, GrammarBuilder] = {"hermes": hermes_grammar, "pythonic": pythonic_grammar}
 
 
 class GrammarCache:
@@ -191,20 +200,20 @@ class GrammarCache:
             self._items.move_to_end(key)
             text = self._items[key]
             return None if text is None else Grammar(text, time.perf_counter() - started, cached=True)
-        built = self._build(tools, demand, max_calls, bare)
+        built = self._build(fmt, tools, demand, max_calls, bare)
         self._items[key] = built
         if len(self._items) > self._size:
             self._items.popitem(last=False)
         return None if built is None else Grammar(built, time.perf_counter() - started, cached=False)
 
     @staticmethod
-    def _build(tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str | None:
+    def _build(fmt: str, tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str | None:
         try:
-            return hermes_grammar(tools, demand, max_calls, bare)
+            return BUILDERS[fmt](tools, demand, max_calls, bare)
         except ConverterMissing as exc:
             log.warning("%s", exc)
             return None
-        except _CONVERTER_ERRORS as exc:
+        except CONVERTER_ERRORS as exc:
             log.warning("no grammar for this tool set (the schema converter failed: %s)", str(exc)[:200])
             return None
 

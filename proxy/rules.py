@@ -89,7 +89,7 @@ class UpstreamConfig(_Strict):
 
 
 # The formats constraint.py builds a grammar for (kept here so the rules need not import it).
-CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes"})
+CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes", "pythonic"})
 
 # Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
 # ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).

@@ -145,9 +145,73 @@ def test_cache_returns_the_same_grammar_without_building() -> None:
     assert rebuilt is not None and not rebuilt.cached
 
 
+def pythonic(*calls: tuple[str, dict[str, Any]]) -> str:
+    records = [ToolCallRecord(f"c{i}", name, json.dumps(args)) for i, (name, args) in enumerate(calls)]
+    return get_format("pythonic").render_calls(records)
+
+
+def test_pythonic_grammar_accepts_valid_calls_and_rejects_the_rest() -> None:
+    """The pythonic list as its renderer writes it, under each tool's schema, through llama.cpp's sampler."""
+    required = GrammarCache().get("pythonic", TOOLS, ToolChoice("required"), 2)
+    auto = GrammarCache().get("pythonic", TOOLS, ToolChoice("auto"), 1)
+    assert required is not None and auto is not None and parses(required.text) and parses(auto.text)
+    paris, limit = ("get_weather", {"city": "Paris", "unit": "celsius"}), ("search_docs", {"query": "x", "limit": 3})
+    full = ("search_docs", {"query": "x", "limit": 3, "tags": ["a"], "exact": True, "filters": {"lang": "en"}})
+    for ok in [(paris,), (paris, limit), (full,), (("get_weather", {"city": 'say "hi"\n'}),)]:
+        assert accepts(required.text, pythonic(*ok)), ok
+    assert accepts(required.text, '[search_docs(query="x", exact=false)]')  # JSON's spelling is read too
+    assert not accepts(required.text, pythonic(paris, paris, paris))  # past the limit
+    assert not accepts(required.text, pythonic(("get_weather", {"city": "Paris", "unit": "kelvin"})))  # enum
+    assert not accepts(required.text, pythonic(("get_weather", {"unit": "celsius"})))  # required city
+    assert not accepts(required.text, pythonic(("search_docs", {"query": "x", "limit": "3"})))  # integer
+    assert not accepts(required.text, pythonic(("search_docs", {"query": "x", "limit": 0})))  # minimum 1
+    assert not accepts(required.text, pythonic(("delete_everything", {})))  # not offered
+    assert not accepts(required.text, '[get_weather(city="a\\/b")]')  # Python reads \/ otherwise than JSON
+    assert not accepts(required.text, "Sure, let me check.")  # a call was demanded
+    assert accepts(auto.text, "It is sunny in Paris.") and accepts(auto.text, pythonic(paris))
+    assert not accepts(auto.text, pythonic(paris, paris))  # one call allowed
+    for markup_first in ("[delete_everything()]", " [get_weather(", "```python\n[", '<tool_call>\n{"name"'):
+        assert not accepts(auto.text, markup_first), markup_first  # only a valid call starts like a call
+
+
+@pytest.mark.parametrize(
+    ("properties", "required", "allowed", "refused"),
+    [
+        (
+            {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            [],
+            ["f()", "f(a=1)", "f(b=2)", "f(a=1, b=2)"],
+            ["f(b=2, a=1)", "f(, b=2)", "f(a=1,)"],
+        ),
+        ({}, [], ["f()"], ["f(a=1)"]),
+        ({"a-b": {"type": "integer"}}, ["a-b"], ['f({"a-b": 1})'], ["f(a_b=1)"]),  # no keyword spells it
+        ({"class": {"type": "string"}}, [], ['f({"class": "x"})', "f({})"], ['f(class="x")']),
+    ],
+)
+def test_pythonic_keywords(
+    properties: dict[str, Any], required: list[str], allowed: list[str], refused: list[str]
+) -> None:
+    params = {"type": "object", "properties": properties, "required": required}
+    grammar = GrammarCache().get("pythonic", [ToolSpec("f", parameters=params)], ToolChoice("required"), 1)
+    assert grammar is not None and parses(grammar.text)
+    for text in allowed:
+        assert accepts(grammar.text, f"[{text}]"), text
+    for text in refused:
+        assert not accepts(grammar.text, f"[{text}]"), text
+
+
+def test_pythonic_calls_the_grammar_allows_are_read_back_as_calls() -> None:
+    """What the grammar lets through, the pythonic parser reads as the same structured calls."""
+    calls = [("get_weather", {"city": "Paris"}), ("search_docs", {"query": "x", "exact": True, "tags": []})]
+    parser = get_format("pythonic").new_parser(TOOLS, 2)
+    events = [*parser.feed(pythonic(*calls)), *parser.close("stop")]
+    ended = [json.loads(e.arguments) for e in events if type(e).__name__ == "ToolCallEnd"]
+    assert ended == [args for _, args in calls]
+
+
 def test_no_grammar_where_none_fits() -> None:
     cache = GrammarCache()
-    for fmt in sorted(set(FORMATS) - {"hermes"}):
+    for fmt in sorted(set(FORMATS) - {"hermes", "pythonic"}):
         assert cache.get(fmt, TOOLS, ToolChoice("required"), 1) is None, fmt
     assert cache.get("hermes", TOOLS, ToolChoice("none"), 1) is None
     assert cache.get("hermes", [], ToolChoice("auto"), 1) is None
@@ -174,6 +238,9 @@ def test_constrained_true_needs_a_dialect(tmp_path: Path) -> None:
     rules["models"] = constrained("auto", fmt="react")
     path.write_text(json.dumps(rules))
     assert any("'react' has no grammar" in line for line in lint(load_rules(path)))
+    rules["models"] = constrained("auto", fmt="pythonic")
+    path.write_text(json.dumps(rules))
+    assert lint(load_rules(path)) == []
 
 
 @pytest.mark.parametrize("dialect", ["gbnf", "vllm"])
