@@ -34,12 +34,14 @@ MODEL_RULES: dict[str, tuple[str, str]] = {
     "qwen-react": ("react", "recorded"),
     "qwen-hermes-direct": ("hermes", "direct"),
     "qwen-hermes-constrained": ("hermes", "recorded"),
+    "qwen-pythonic-constrained": ("pythonic", "recorded"),
 }
 # Rule options besides the mode (the constrained path: a GBNF grammar, llama.cpp's dialect).
 # The default re-ask temperature: the grammar holds every schema in test_constrained.py (integer bounds
 # included, proxy/intrange.py), so no answer is re-asked and the greedy first attempt is the answer.
 RULE_OPTIONS: dict[str, dict[str, Any]] = {
     "qwen-hermes-constrained": {"constrained": True},
+    "qwen-pythonic-constrained": {"constrained": True},
 }
 
 

@@ -22,7 +22,8 @@ from tests.realmodel.recorder import RecordingRelay
 
 pytestmark = pytest.mark.realmodel
 
-MODEL = "qwen-hermes-constrained"
+# The formats with a grammar, and the grammar's last line when a call is demanded.
+ROOTS = {"hermes": "root ::= tool-calls | bare-calls", "pythonic": "root ::= call-list"}
 MAX_TOKENS = 96
 TOOLS: list[dict[str, Any]] = [
     WEATHER_TOOL,
@@ -75,10 +76,12 @@ QUESTIONS: list[tuple[str, Any, bool]] = [
 ]
 
 
-def ask(client: OpenAI, question: str, choice: Any, stream: bool) -> tuple[str | None, list[tuple[str, str]]]:
-    """(content, [(name, arguments)]) of one answer, streamed or not."""
+def ask(
+    client: OpenAI, fmt: str, question: str, choice: Any, stream: bool
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """(content, [(name, arguments)]) of one answer in format ``fmt``, streamed or not."""
     params: dict[str, Any] = {
-        "model": MODEL,
+        "model": f"qwen-{fmt}-constrained",
         "messages": [{"role": "user", "content": question}],
         "tools": TOOLS,
         "tool_choice": choice,
@@ -95,12 +98,13 @@ def ask(client: OpenAI, question: str, choice: Any, stream: bool) -> tuple[str |
     return choice_.message.content, [(c.function.name, c.function.arguments) for c in calls]
 
 
+@pytest.mark.parametrize("fmt", sorted(ROOTS))
 @pytest.mark.parametrize(("question", "choice", "stream"), QUESTIONS, ids=[f"q{i}" for i in range(len(QUESTIONS))])
 def test_every_constrained_answer_is_a_schema_valid_call(
-    client: OpenAI, recorded: RecordingRelay, question: str, choice: Any, stream: bool
+    client: OpenAI, recorded: RecordingRelay, fmt: str, question: str, choice: Any, stream: bool
 ) -> None:
     started = time.perf_counter()
-    content, calls = ask(client, question, choice, stream)
+    content, calls = ask(client, fmt, question, choice, stream)
     print(f"{question!r}: {calls} in {time.perf_counter() - started:.2f} s")
     assert len(calls) == 1, calls
     name, arguments = calls[0]
@@ -111,4 +115,4 @@ def test_every_constrained_answer_is_a_schema_valid_call(
     sent = [exchange.request for exchange in recorded.exchanges]
     assert sent and all("grammar" in body for body in sent), "the grammar did not go upstream"
     assert len(sent) == 1, f"re-asked: the grammar let an invalid call through ({len(sent)} attempts)"
-    assert sent[0]["grammar"].splitlines()[-1] == "root ::= tool-calls | bare-calls"
+    assert sent[0]["grammar"].splitlines()[-1] == ROOTS[fmt]
