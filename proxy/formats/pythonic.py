@@ -7,7 +7,8 @@ Wire syntax (keyword arguments, literal values; how they become JSON: ``_pythoni
 
 A list opens at a line start (after blanks; ``[`` and the first name may be on separate lines), or mid-line
 when its first name is an offered tool. What models write besides: one call without the brackets, alone on
-its line and naming an offered tool (``get_weather(city="Paris")``: repair ``bare_call``), calls without the
+its line and naming an offered tool (``get_weather(city="Paris")``, a stray ``]`` after it too: repair
+``bare_call``), calls without the
 comma between them (``missing_comma``), a list that never closes (the output or the first non-call ends it).
 A list whose first name is no offered tool is ``Malformed`` (a re-ask), never text.
 
@@ -67,6 +68,7 @@ _NEXT_PREFIX = re.compile(rf"{_NAME}[ \t]*")
 _BLANKS = re.compile(r"\s*")
 _BLANK_LINE = re.compile(r"[ \t\r]*\n")
 _LINE_BLANKS = re.compile(r"[ \t;]*")
+_BARE_TAIL = re.compile(r"[ \t;]*(?:\][ \t;]*)?")  # a "]" after a bare call: a list that lost its "["
 _TEXT_STOP = re.compile(r"[\n\[`]")
 _FENCE_NEWLINE = re.compile(r"\n")
 _ARGS_STOP = re.compile(r"[()\[\]{}\"']")
@@ -379,7 +381,7 @@ class PythonicParser:
 
     def _step_bare_end(self) -> bool:
         buf = self._buf
-        end = _LINE_BLANKS.match(buf, self._pos).end()  # type: ignore[union-attr]
+        end = _BARE_TAIL.match(buf, self._pos).end()  # type: ignore[union-attr]
         if end == len(buf) and not self._final:
             return False
         if end < len(buf) and buf[end] not in "\r\n":  # more on the line: it was prose, e.g. `f(x) is ...`
