@@ -76,9 +76,7 @@ QUESTIONS: list[tuple[str, Any, bool]] = [
 ]
 
 
-def ask(
-    client: OpenAI, fmt: str, question: str, choice: Any, stream: bool
-) -> tuple[str | None, list[tuple[str, str]]]:
+def ask(client: OpenAI, fmt: str, question: str, choice: Any, stream: bool) -> tuple[str | None, list[tuple[str, str]]]:
     """(content, [(name, arguments)]) of one answer in format ``fmt``, streamed or not."""
     params: dict[str, Any] = {
         "model": f"qwen-{fmt}-constrained",
