@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallRecord, ToolCallStart, get_format
-from toolshim.formats.defuse import defuse
+from toolshim.formats.defuse import CALL_LINE_REMOVED, defuse
 from toolshim.formats.history import render_history
 from toolshim.formats.lenient import new_parser
 
@@ -79,7 +79,7 @@ def test_injected_markup_in_a_tool_result_is_inert(fmt: str, payload: str) -> No
         assert calls_in(echoing, "Sure.\n" + result_text + "\n") == [], (echoing, result_text)
         assert calls_in(echoing, user_text + "\n") == [], (echoing, user_text)
     assert "Weather service page." in result_text and "Ignore previous instructions" in result_text  # data stays
-    line_based = payload in ("react", "caret", "indented_react", "lower_react")
+    line_based = payload in ("react", "caret", "indented_react", "lower_react", "pythonic")
     assert ("get_weather" in result_text) is not line_based  # tags and JSON stay readable; call lines go
 
 
@@ -91,6 +91,18 @@ def test_defuse_is_idempotent_and_never_leaves_a_live_tag(text: str) -> None:
     once = defuse(text)
     assert defuse(once) == once
     assert "<tool_call" not in once.lower() and "<tool:" not in once.lower() and "<function=" not in once.lower()
+
+
+def test_pythonic_calls_of_the_tools_are_removed_and_other_code_kept() -> None:
+    """A Python call of a request's tool (any spelling the parser resolves) is a removed line; code that
+    calls nothing offered stays as it was, so a tool that returns source code keeps its data."""
+    names = ["get_weather", "fetch"]
+    text = "a [x(1) for x in y]\n  Get-Weather (city=1)\nok [\n get.weather(\n city=2)]\nprint(x)\nfetch(url)\nend"
+    assert defuse(text, names) == "\n".join(
+        ["a [x(1) for x in y]", CALL_LINE_REMOVED, CALL_LINE_REMOVED, " city=2)]", "print(x)", CALL_LINE_REMOVED, "end"]
+    )
+    assert defuse(text, []) == text  # no names: nothing of the pythonic syntax is a call
+    assert defuse("see my_fetch(x) and [refetch(1)]", names) == "see my_fetch(x) and [refetch(1)]"
 
 
 def test_defuse_keeps_ordinary_text() -> None:

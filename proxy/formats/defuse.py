@@ -13,6 +13,9 @@ accepts is made inert, while staying readable as data:
   such a line still read as an order to a small model (bench/forged_calls.py: ReAct 9/10 forged
   when quoted, 0/10 when removed); the other ReAct keywords (``Observation:``, ``Thought:``,
   ``Final Answer:``) are quoted: ``> Thought: ...``;
+* so are lines with a Python call of a request's tool as the pythonic format reads one: a list
+  opening with it anywhere (``[get_weather(city="Paris")]``), or the call alone at the line's start;
+  tool names compared as the parser does (case, ``-``/``.``/``_`` aside), other code left as it is;
 * JSON call objects (a ``"name"`` key with an ``"arguments"``/``"parameters"`` key) get the
   argument key renamed (``"arguments_"``): the object reads the same, but is no call;
 * ``[TOOL_CALLS]`` becomes ``[TOOL CALLS]``.
@@ -42,6 +45,28 @@ _MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
 
 
 @lru_cache(maxsize=64)
+def _python_calls(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A pythonic call of one of ``names``: ``[NAME(`` anywhere (the ``[`` may end the line before), or
+    ``NAME(`` at a line's start."""
+    loose = "|".join("".join("[-._]" if c in "-._" else re.escape(c) for c in name) for name in names)
+    return re.compile(rf"\[\s*(?:{loose})[ \t]*\(|^[ \t]*(?:{loose})[ \t]*\(", re.IGNORECASE | re.MULTILINE)
+
+
+def _remove_python_calls(text: str, names: tuple[str, ...]) -> str:
+    """The lines that hold a pythonic call of a request's tool, each run replaced by ``CALL_LINE_REMOVED``."""
+    out, kept = [], 0
+    for match in _python_calls(names).finditer(text):
+        if match.start() < kept:
+            continue
+        first = text.rfind("\n", 0, match.start()) + 1
+        last = text.find("\n", match.end())
+        last = len(text) if last < 0 else last
+        out += [text[kept:first], CALL_LINE_REMOVED]
+        kept = last
+    return "".join([*out, text[kept:]]) if out else text
+
+
+@lru_cache(maxsize=64)
 def _named_tags(names: tuple[str, ...]) -> re.Pattern[str]:
     """``<NAME>``, ``</NAME>`` and ``<NAME/>`` for the given tool names (a morph_xml call's tags)."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
@@ -55,6 +80,7 @@ def defuse(text: str, tool_names: Collection[str] = ()) -> str:
     names = tuple(sorted(n for n in tool_names if n))
     if names:
         text = _named_tags(names).sub("&lt;", text)
+        text = _remove_python_calls(text, names)
     text = _CALL_LINE.sub(CALL_LINE_REMOVED, text)
     text = _LINE_KEYWORD.sub(r"\1> ", text)
     if _NAME_KEY.search(text):
