@@ -10,7 +10,13 @@
   ``Tool result:``, ``Result:``, ``<tool_response>``, ``<tool_result>`` ...) ends the turn: it and all
   that follows never reach the client, as if the stop sequence had matched.
 
-Both are sans-IO filters around the wrapped parser: input before it, events after it. Hold-back is
+* **A misnamed wrapper**: an answer that opens with a ``<tool_response>`` line (small Qwen models write it
+  where they mean ``<tool_call>``: there is no result before a call) has that line dropped, and so has its
+  ``</tool_response>`` line; what it wraps (a call, or prose) is read as usual. The formats' result stop
+  sequences start with a line break (``\n<tool_response>``), so the server does not end such an answer
+  before its first character.
+
+All are sans-IO filters around the wrapped parser: input before it, events after it. Hold-back is
 bounded: a fence line and its first content line (``_FENCE_WINDOW``), a line start after a call
 (``_OBS_WINDOW``). Each character is examined a bounded number of times.
 """
@@ -27,12 +33,15 @@ _OBS_WINDOW = 48  # a line start after a call held until it is known not to open
 _FENCE_LINE = re.compile(r"[ \t]{0,16}```[ \t]*([A-Za-z0-9_+.:-]*)[ \t]*\r?\n")
 _FENCE_HEAD = re.compile(r"[ \t]{0,16}(?:`{0,3}|```[ \t]*[A-Za-z0-9_+.:-]*[ \t]*\r?)\Z")
 _BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n)*[ \t]*")
+_WRAPPER_OPEN, _WRAPPER_CLOSE = "<tool_response>", "</tool_response>"
+_WRAPPER_LINE = re.compile(r"[ \t]{0,16}(</?tool_response>)[ \t]*(?:\r?\n|\Z)")
+_WRAPPER_HEAD = re.compile(r"[ \t]{0,16}(<[/a-z_]{0,15})\Z")
 _CLOSING = re.compile(r"[ \t]{0,16}```[ \t]*(?:\r?\n|\Z)")
 _OBSERVATION = re.compile(
     r"[ \t>#*_`\"'(\[-]{0,8}(?:"
     r"(?:observation|tool[ _-]?(?:result|response|output)|function[ _-]?(?:result|response|output)"
     r"|result|output)s?[ \t*_`\"']{0,4}[:\uff1a]"
-    r"|<(?:tool_response|tool_result|observation|function_results?|tool_output)\b)",
+    r"|</?(?:tool_response|tool_result|observation|function_results?|tool_output|result)\b)",
     re.IGNORECASE,
 )
 
@@ -40,7 +49,7 @@ _OBSERVATION = re.compile(
 _DECORATION = " \t>#*_`\"'([-"
 _RESULT_WORDS = tuple(
     {"observation", "result", "output", "<tool_response", "<tool_result", "<observation", "<function_result"}
-    | {"<tool_output"}
+    | {"<tool_output", "</tool_response", "<result"}
     | {
         f"{who}{sep}{what}"
         for who in ("tool", "function")
@@ -55,7 +64,7 @@ def _may_open_result(line: str) -> bool:
     if "\n" in line:
         return False
     rest = line.lstrip(_DECORATION).lower().replace("_", " ").replace("-", " ")
-    rest = rest.replace("<tool ", "<tool_").replace("<function ", "<function_")
+    rest = rest.replace("<tool ", "<tool_").replace("</tool ", "</tool_").replace("<function ", "<function_")
     return any(word.startswith(rest) or rest.startswith(word) for word in _RESULT_WORDS)
 
 
@@ -85,6 +94,8 @@ class TurnGuard:
         self._depth = 0  # open fences inside an unfenced call (0: none; 1: only the dropped one)
         self._text_fence = False  # inside a fence passed through as text
         self._called = False  # a call was written: an invented result may follow
+        self._head = True  # no line of the answer has passed yet: a misnamed wrapper may open it
+        self._wrapped = False  # the answer opened with a misnamed <tool_response> wrapper (dropped)
         self._out = ""  # held output text at a line start after a call
         self._out_line = False
         self._done = False
@@ -133,8 +144,28 @@ class TurnGuard:
             out.append(keep)
         return "".join(out)
 
+    def _wrapper_line(self, s: str, i: int, final: bool) -> int | bool | None:
+        """At a line start: the end of a misnamed wrapper line to drop, False if there is none, None: hold."""
+        if not (self._head or self._wrapped) or self._depth or self._text_fence:
+            return False
+        wanted = _WRAPPER_OPEN if self._head else _WRAPPER_CLOSE
+        m = _WRAPPER_LINE.match(s, i)
+        if m is not None and m.group(1) == wanted and (m.end() < len(s) or final or s.endswith("\n")):
+            self._wrapped = self._wrapped or self._head
+            return m.end()
+        head = _WRAPPER_HEAD.match(s, i)
+        if not final and ((head is not None and wanted.startswith(head.group(1))) or m is not None):
+            return None  # may still become the wrapper line
+        return False
+
     def _line(self, s: str, i: int, final: bool) -> tuple[str, int] | None:
         """A line start at ``s[i]``: what of it passes and where scanning goes on; None: hold."""
+        dropped = self._wrapper_line(s, i, final)
+        if dropped is None:
+            return None
+        self._head = False
+        if dropped is not False:
+            return "", int(dropped)
         m = _FENCE_LINE.match(s, i)
         if m is None:
             if not final and len(s) - i < _FENCE_WINDOW and _FENCE_HEAD.match(s, i):

@@ -563,8 +563,9 @@ class HermesFormat:
 
     def stop_sequences(self) -> tuple[str, ...]:
         # `</tool_call>` ends generation after the first block (servers usually leave it out of the
-        # text: close() completes the block); `<tool_response>` stops an invented result.
-        return (CLOSE, RESPONSE)
+        # text: close() completes the block); `\n<tool_response>` stops an invented result
+        # (at a line start only: an answer that opens with `<tool_response>` misnames its wrapper, see _guard).
+        return (CLOSE, "\n" + RESPONSE)
 
     def stops_between_calls(self) -> tuple[str, ...]:
         return (CLOSE,)  # every block ends with it, the next block follows

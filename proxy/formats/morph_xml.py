@@ -275,7 +275,7 @@ class MorphXmlFormat:
         return f"{RESPONSE}>\n<tool_name>{name}</tool_name>\n<result>\n{content}\n</result>\n</tool_response>"
 
     def stop_sequences(self) -> tuple[str, ...]:
-        return (RESPONSE,)
+        return ("\n" + RESPONSE,)
 
     def stops_between_calls(self) -> tuple[str, ...]:
         return ()  # `<tool_response` only starts an imitated result, never a call

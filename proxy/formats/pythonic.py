@@ -498,7 +498,7 @@ class PythonicFormat:
         return f"{RESPONSE}\n{content}\n</tool_response>"
 
     def stop_sequences(self) -> tuple[str, ...]:
-        return ("<tool_response",)  # an invented result; the list itself needs no stop
+        return ("\n<tool_response",)  # an invented result (on its own line: _guard); the list needs no stop
 
     def stops_between_calls(self) -> tuple[str, ...]:
         return ()

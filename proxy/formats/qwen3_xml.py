@@ -353,8 +353,9 @@ class Qwen3XmlFormat:
 
     def stop_sequences(self) -> tuple[str, ...]:
         # `</tool_call>` ends generation after the first block (close() completes it when the server left
-        # the stop out of the text); `<tool_response>` stops an invented result.
-        return (CLOSE, RESPONSE)
+        # the stop out of the text); `\n<tool_response>` stops an invented result
+        # (at a line start only: an answer that opens with `<tool_response>` misnames its wrapper, see _guard).
+        return (CLOSE, "\n" + RESPONSE)
 
     def stops_between_calls(self) -> tuple[str, ...]:
         return (CLOSE,)  # every block ends with it, the next block follows

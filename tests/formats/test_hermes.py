@@ -299,7 +299,7 @@ def test_long_bare_call_is_decided_in_linear_time() -> None:
 
 def test_registry_and_stop_sequences() -> None:
     assert isinstance(get_format("hermes"), HermesFormat) and FORMAT.name == "hermes"
-    assert FORMAT.stop_sequences() == ("</tool_call>", "<tool_response>")
+    assert FORMAT.stop_sequences() == ("</tool_call>", "\n<tool_response>")
 
 
 def test_render_tools_lists_every_tool_and_an_example() -> None:

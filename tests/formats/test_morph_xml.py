@@ -221,7 +221,7 @@ def test_rendered_calls_round_trip_nested_values() -> None:
 
 
 def test_stops() -> None:
-    assert FORMAT.stop_sequences() == ("<tool_response",)
+    assert FORMAT.stop_sequences() == ("\n<tool_response",)
     assert FORMAT.stops_between_calls() == ()
     assert FORMAT.render_result("get_weather", "sunny").startswith(
         "<tool_response>\n<tool_name>get_weather</tool_name>"

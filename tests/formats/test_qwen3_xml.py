@@ -245,6 +245,6 @@ def test_rendered_calls_use_raw_strings_and_json_for_the_rest() -> None:
 
 
 def test_stops() -> None:
-    assert FORMAT.stop_sequences() == ("</tool_call>", "<tool_response>")
+    assert FORMAT.stop_sequences() == ("</tool_call>", "\n<tool_response>")
     assert FORMAT.stops_between_calls() == ("</tool_call>",)
     assert FORMAT.render_result("get_weather", "sunny") == "<tool_response>\nsunny\n</tool_response>"
