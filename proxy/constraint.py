@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import keyword
 import logging
 import time
 from collections import OrderedDict
@@ -58,6 +57,7 @@ from typing import Any, Literal
 from .allowlist import Injected
 from .formats import ToolChoice, ToolSpec
 from .formats._hermes_markup import CLOSE, OPEN
+from .formats._pythonic_values import plain_key
 from .rules import CONSTRAINED_FORMATS
 from .schema_grammar import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
 
@@ -125,10 +125,6 @@ def _more(rule: str, max_calls: int, separator: str = "\n") -> str:
     return "" if max_calls <= 1 else f" ({literal(separator)} {rule}){{0,{max_calls - 1}}}"
 
 
-def _keyword_name(name: str) -> bool:
-    return name.isidentifier() and not keyword.iskeyword(name)
-
-
 def _kwargs_rule(made: Any, tool: ToolSpec, prefix: str) -> str:
     """``city="Paris", unit="celsius"`` for one tool: required keywords first, in the schema's order,
     then any of the optional ones in order (the parser reads keywords in any order; one order is
@@ -136,9 +132,10 @@ def _kwargs_rule(made: Any, tool: ToolSpec, prefix: str) -> str:
     params = dict(tool.parameters)
     props = params.get("properties")
     props = props if isinstance(props, Mapping) else {}
-    if not all(_keyword_name(str(name)) for name in props):
+    if not all(plain_key(str(name)) for name in props):
         return value_rule(made, params, f"{prefix}-dict")
-    required = [n for n in props if n in set(params.get("required") or ())]
+    wanted = set(params.get("required") or ())
+    required = [n for n in props if n in wanted]
     optional = [n for n in props if n not in required]
     kv = {n: f"{literal(f'{n}=')} {value_rule(made, props[n], f'{prefix}-{n}')}" for n in props}
     rule = f" {literal(', ')} ".join(kv[n] for n in required)

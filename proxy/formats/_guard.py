@@ -150,7 +150,7 @@ class TurnGuard:
             return False
         wanted = _WRAPPER_OPEN if self._head else _WRAPPER_CLOSE
         m = _WRAPPER_LINE.match(s, i)
-        if m is not None and m.group(1) == wanted and (m.end() < len(s) or final or s.endswith("\n")):
+        if m is not None and m.group(1) == wanted and (final or m.group(0).endswith("\n")):  # the line is whole
             self._wrapped = self._wrapped or self._head
             return m.end()
         head = _WRAPPER_HEAD.match(s, i)

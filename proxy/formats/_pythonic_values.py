@@ -221,14 +221,15 @@ def literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _plain_key(key: str) -> bool:
+def plain_key(key: str) -> bool:
+    """Whether ``key`` can be written as a Python keyword argument (``key=value``)."""
     return key.isidentifier() and not keyword.iskeyword(key)
 
 
 def render_call(name: str, arguments: Mapping[str, Any]) -> str:
     """``name(key=value, ...)``; keys that are no Python identifier go in as ``**{...}``."""
-    plain = [f"{k}={literal(v)}" for k, v in arguments.items() if _plain_key(k)]
-    odd = {k: v for k, v in arguments.items() if not _plain_key(k)}
+    plain = [f"{k}={literal(v)}" for k, v in arguments.items() if plain_key(k)]
+    odd = {k: v for k, v in arguments.items() if not plain_key(k)}
     return f"{name}({', '.join([*plain, *([f'**{literal(odd)}'] if odd else [])])})"
 
 
