@@ -23,7 +23,8 @@ Parser states (``_State``, one ``_step_*`` method each, see ``MorphXmlParser._st
 
 * PROSE: text (``_tagprose``: code fences and inline code keep markers as text). ``<NAME>`` -> BODY (after
   ``max_calls`` calls: SecondToolStarted, DONE); ``<NAME/>`` is a whole call; ``<NAME `` -> ATTRS; ``<think>`` -> THINK;
-  ``<tool_response`` -> DONE; stray ``</NAME>`` and ``</think>`` are dropped.
+  ``<tool_response`` -> DONE; stray ``</NAME>`` and ``</think>`` are dropped. ``<TOOL_NAME>`` / ``<tool_name>`` (the
+  prompt's own placeholders, copied) -> BODY too, and the element is dropped as Malformed, taking no call slot.
 * ATTRS: held until the tag's ``>`` (at most ``_ATTRS_CAP`` characters): quoted attributes only and
   ``/>`` -> a whole call, ``>`` -> BODY; anything else: the held text was prose -> PROSE.
 * THINK: reasoning until ``</think>`` -> PROSE.
@@ -56,6 +57,9 @@ _ATTR = re.compile(r"""[ \t\r\n]+([A-Za-z_][\w.-]{0,99})[ \t]*=[ \t]*(?:"([^"<]*
 _ATTRS_END = re.compile(r"[ \t\r\n]*(/?)>")
 # finalize_call's names for converting text to the schema's type: in this format that is the syntax, not a repair.
 _SYNTAX_COERCIONS = frozenset(("coerce_types", "embedded_json", "wrap_array"))
+# The prompt's own placeholder names (SYNTAX's <TOOL_NAME>, the result's <tool_name>): an element so named is the
+# model copying the instructions, not a call or prose. It is read like a call block, then dropped as Malformed.
+_PLACEHOLDERS = ("TOOL_NAME", "tool_name")
 
 
 class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on every step
@@ -76,7 +80,9 @@ class MorphXmlParser:
         self._opens = {f"<{n}>": n for n in self._names}
         self._empties = {f"<{n}/>": n for n in self._names}
         self._attributed = {f"<{n} ": n for n in self._names}
+        self._placeholders = {f"<{p}>": p for p in _PLACEHOLDERS if p not in self._names}
         markers = [*self._opens, *self._empties, *self._attributed, *(f"</{n}>" for n in self._names), RESPONSE]
+        markers += [*self._placeholders, *(f"</{p}>" for p in self._placeholders.values())]
         self._prose = TagProse(markers, self._out)
         self._buf = ""
         self._pos = 0
@@ -84,6 +90,7 @@ class MorphXmlParser:
         self._raw: list[str] = []  # the open element's text, from its opening tag
         self._open_tag = ""
         self._close_tag = ""
+        self._echo = False  # the open element is a placeholder (dropped when it ends), not a call
         self._attr_name = ""  # the tool whose opening tag with attributes is being read
         self._depth = 0
         self._tags = re.compile("(?!)")  # the open element's opening and closing tags
@@ -133,6 +140,8 @@ class MorphXmlParser:
             self._state = _State.THINK
         elif marker == RESPONSE and not found.joined:
             self._state = _State.DONE
+        elif marker in self._placeholders and not found.joined:
+            self._open_body(self._placeholders[marker], marker, call=False)
         elif found.joined or not (marker in self._opens or marker in self._empties or marker in self._attributed):
             self._prose.after_markup(False)  # a stray closing tag, or a tag spelled across removed markup
         elif marker in self._attributed:
@@ -148,9 +157,12 @@ class MorphXmlParser:
             self._open_body(self._opens[marker], marker)
         return True
 
-    def _open_body(self, name: str, raw: str) -> None:
-        """An element opened (``raw``: its opening tag, attributes already written as children): -> BODY."""
-        self._calls.start(name)
+    def _open_body(self, name: str, raw: str, call: bool = True) -> None:
+        """An element opened (``raw``: its opening tag, attributes already written as children): -> BODY;
+        ``call`` False for a placeholder element (no call index is taken)."""
+        self._echo = not call
+        if call:
+            self._calls.start(name)
         opening = f"<{name}>"
         self._raw, self._open_tag, self._close_tag, self._depth = [raw], opening, f"</{name}>", 1
         close = rf"</{re.escape(name)}[ \t]{{0,{_BLANKS}}}"  # "</NAME >" closes too
@@ -228,6 +240,10 @@ class MorphXmlParser:
         """Decode the element once and finalize its call; back to prose."""
         self._raw, self._state = [], _State.PROSE
         self._prose.after_markup(True)
+        if self._echo:
+            self._echo = False
+            self._calls.fail(raw, "the syntax's placeholder element (the prompt copied), not a call")
+            return
         element = decode_element(raw, self._names)
         if element is None:  # cannot happen: the block starts with an offered tool's tag
             self._calls.fail(raw, "not a tool element")
@@ -281,7 +297,5 @@ class MorphXmlFormat:
         return ()  # `<tool_response` only starts an imitated result, never a call
 
     def new_parser(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> StreamParser:
-        return guard(
-            MorphXmlParser(tools, max_calls),
-            CallOpener(re.compile(rf"<(?:{'|'.join(re.escape(t.name) for t in tools)})[\s/>]")),
-        )
+        names = [*(re.escape(t.name) for t in tools), *_PLACEHOLDERS]  # a fence opening with either is markup
+        return guard(MorphXmlParser(tools, max_calls), CallOpener(re.compile(rf"<(?:{'|'.join(names)})[\s/>]")))
