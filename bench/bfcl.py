@@ -14,7 +14,10 @@ each mode:
 * ``FORMAT+constrained``: the same rule with ``"constrained": true`` (constrained decoding);
   a toolshim that does not know the option stops the run before the model starts.
 
-Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category, and irrelevance is
+``--categories live_simple,live_multiple,...`` asks BFCL's user-contributed questions of the same five
+kinds instead (questions the prompts were not tuned on).
+
+Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category, and irrelevance (and live_irrelevance) is
 correct when the answer decodes to no call. Per mode and category, and overall, it prints the
 share correct, the share whose visible content carries tool markup, repeats toolshim's instructions, is empty, or lacks
 ``usage`` (``bench/hygiene.py``), and the median request latency; every answer goes to ``--out`` as JSON lines.
@@ -43,7 +46,7 @@ if str(ROOT) not in sys.path:  # `python bench/bfcl.py` puts bench/ on the path,
 from toolshim.formats import FORMATS  # noqa: E402
 from toolshim.rules import RulesError, load_rules  # noqa: E402
 
-from bench.bfcl_score import CATEGORIES, Bfcl, Question  # noqa: E402
+from bench.bfcl_score import CATEGORIES, KNOWN_CATEGORIES, Bfcl, Question  # noqa: E402
 from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, invalid_args, is_empty  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import spec_for  # noqa: E402
@@ -332,7 +335,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--model", choices=("qwen", "smollm"), default="qwen")
     parser.add_argument("--modes", default=default_modes(), help="comma-separated; default: %(default)s")
-    parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated subset")
+    parser.add_argument(
+        "--categories",
+        default=",".join(CATEGORIES),
+        help="comma-separated, of %(default)s and BFCL's live (user-contributed) kinds of them, a held-out check: "
+        + ",".join(c for c in KNOWN_CATEGORIES if c not in CATEGORIES),
+    )
     parser.add_argument("--sample", type=int, default=10, help="questions per category (0: all); default 10")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=384)
@@ -350,9 +358,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         parser.error(str(exc))
     args.category_list = [c.strip() for c in args.categories.split(",") if c.strip()]
-    unknown = [c for c in args.category_list if c not in CATEGORIES]
+    unknown = [c for c in args.category_list if c not in KNOWN_CATEGORIES]
     if unknown or not args.category_list:
-        parser.error(f"unknown categories {unknown}; expected some of: {', '.join(CATEGORIES)}")
+        parser.error(f"unknown categories {unknown}; expected some of: {', '.join(KNOWN_CATEGORIES)}")
     if args.sample < 0 or args.max_tokens < 1:
         parser.error("--sample must be >= 0 and --max-tokens >= 1")
     return args

@@ -44,6 +44,16 @@ from dataclasses import dataclass
 from typing import Any
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
+# BFCL's user-contributed ("live") questions of the same kinds: a held-out check, scored by the same checker.
+LIVE_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance")
+KNOWN_CATEGORIES = CATEGORIES + LIVE_CATEGORIES
+
+
+def is_irrelevance(category: str) -> bool:
+    """Whether the category's questions fit none of their functions (correct: no call)."""
+    return category.endswith("irrelevance")
+
+
 FC_MODEL = "toolshim-bfcl-fc"  # names in the stubbed MODEL_CONFIG_MAPPING (no "_": BFCL maps it to "/")
 PROMPT_MODEL = "toolshim-bfcl-prompt"
 INSTALL_HINT = "bfcl-eval is not installed: run `make bench-bfcl` (or `.venv/bin/pip install --no-deps bfcl-eval`)"
@@ -123,7 +133,7 @@ class Bfcl:
 
         The pick is a prefix of one seeded shuffle, so a larger sample holds every question of a smaller one."""
         entries = self._utils.load_dataset_entry(category)
-        answers = {} if category == "irrelevance" else self._ground_truth(category)
+        answers = {} if is_irrelevance(category) else self._ground_truth(category)
         if 0 < sample < len(entries):
             order = list(range(len(entries)))
             random.Random(f"{seed}:{category}").shuffle(order)

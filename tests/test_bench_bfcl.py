@@ -23,6 +23,7 @@ from bench.bfcl import (
     grammar_costs,
     leaked,
     load_answers,
+    parse_args,
     parse_modes,
     raw_result,
     report,
@@ -57,6 +58,14 @@ def test_modes_parse_direct_formats_and_constrained_variants() -> None:
 def test_unknown_modes_are_refused_by_name(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_modes(text, FORMATS)
+
+
+def test_categories_take_the_live_held_out_ones_and_refuse_others_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse_args(["--categories", "live_simple, live_irrelevance,multiple"])
+    assert args.category_list == ["live_simple", "live_irrelevance", "multiple"]
+    with pytest.raises(SystemExit):
+        parse_args(["--categories", "live_simple,simple_java"])
+    assert "unknown categories ['simple_java']" in capsys.readouterr().err
 
 
 def test_rules_have_one_rule_per_emulated_mode_and_mark_constrained_ones(tmp_path: Path) -> None:
