@@ -53,9 +53,15 @@ _CODE_FENCE = re.compile(r"^```[ \t]*([A-Za-z][\w+#.-]*)[^\n]*\n.*?^```", re.M |
 _MARKUP_FENCES = frozenset(("json", "xml", "tool_call", "tool_code", "text", "plaintext"))
 
 
+# A tag's name alone in inline code ("the results are inside the `<tool_response>` tags") is a mention, not markup:
+# every format keeps a backticked tag as text by design (it may be what the user asked about).
+_TAG_MENTION = re.compile(r"`</?[A-Za-z_][\w:.=-]*/?>`")
+
+
 def without_code(content: str) -> str:
-    """``content`` without the bodies of fences tagged with a programming language."""
-    return _CODE_FENCE.sub(lambda m: m.group() if m.group(1).lower() in _MARKUP_FENCES else "", content)
+    """``content`` without the bodies of fences tagged with a programming language, nor tag names in inline code."""
+    content = _CODE_FENCE.sub(lambda m: m.group() if m.group(1).lower() in _MARKUP_FENCES else "", content)
+    return _TAG_MENTION.sub("", content)
 
 
 def has_markup(content: str | None, tool_names: Iterable[str] = (), lists: bool = True) -> bool:

@@ -50,6 +50,13 @@ def test_code_in_a_language_fence_is_no_markup() -> None:
     assert has_markup(code.replace("python", "json"), ["get_weather"]) and has_markup(code.replace("python", ""))
 
 
+def test_a_tag_name_in_inline_code_is_a_mention_but_a_call_in_inline_code_is_markup() -> None:
+    assert not has_markup("Finally, the results are printed inside the `<tool_response>` tags.")
+    assert not has_markup("Close it with `</get_weather>`.", ["get_weather"])
+    assert has_markup('Run `<tool_call>{"name": "get_weather"}</tool_call>` now.', ["get_weather"])
+    assert has_markup("Then <tool_response> follows.")
+
+
 def test_a_call_written_as_words_is_not_an_echo() -> None:
     windows = instruction_windows("hermes", TOOLS, parallel=False)
     assert not echoes("get_weather, arguments: city: Paris", windows)
