@@ -59,6 +59,7 @@ from ._calls import CallSlots, truncated
 from ._caret_header import BLOCK_SCALARS, Header
 from ._guard import CallOpener, guard
 from ._hermes_render import _example_arguments
+from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
@@ -182,8 +183,10 @@ def _close_len(data: str, at: int, eof: bool) -> int:
     return 0
 
 
-class CaretParser:
+class CaretParser(StepParser[_State]):
     """Streaming parser for caret blocks; see the module docstring for states and syntax."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()  # filled by the steps, emptied by each feed/close
@@ -200,13 +203,6 @@ class CaretParser:
             _State.HEADER: self._step_header,
             _State.BODY: self._step_body,
         }
-
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or not text:
-            return []
-        self._buf, self._pos = self._buf[self._pos :] + text, 0
-        self._run()
-        return self._out.take()
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE:

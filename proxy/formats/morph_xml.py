@@ -45,6 +45,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._machine import StepParser
 from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, render_calls
 from ._prompt import choice_instruction, describe_tools
 from ._tagprose import THINK, THINK_END, TagProse, held_back
@@ -70,8 +71,10 @@ class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on eve
     DONE = auto()
 
 
-class MorphXmlParser:
+class MorphXmlParser(StepParser[_State]):
     """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()
@@ -101,19 +104,6 @@ class MorphXmlParser:
             _State.THINK: self._step_think,
             _State.BODY: self._step_body,
         }
-
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or not text:
-            return []
-        self._buf = self._buf[self._pos :] + text
-        self._pos = 0
-        self._run()
-        return self._out.take()
-
-    def _run(self) -> None:
-        """Run the current state's step until one needs more input or the parser is DONE."""
-        while self._state is not _State.DONE and self._steps[self._state]():
-            pass
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]

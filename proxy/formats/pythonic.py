@@ -47,6 +47,7 @@ from typing import Any
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
 from ._hermes_render import _example_arguments
+from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._pythonic_values import decode_arguments, render_list
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
@@ -107,8 +108,10 @@ class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on eve
     DONE = auto()
 
 
-class PythonicParser:
+class PythonicParser(StepParser[_State]):
     """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()
@@ -138,18 +141,6 @@ class PythonicParser:
             _State.JUNK: self._step_junk,
             _State.BARE_END: self._step_bare_end,
         }
-
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or not text:
-            return []
-        self._buf = self._buf[self._pos :] + text
-        self._pos = 0
-        self._run()
-        return self._out.take()
-
-    def _run(self) -> None:
-        while self._state is not _State.DONE and self._steps[self._state]():
-            pass
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE:

@@ -52,6 +52,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._qwen3_block import (
     CLOSE,
@@ -94,8 +95,10 @@ class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on eve
     DONE = auto()
 
 
-class Qwen3XmlParser:
+class Qwen3XmlParser(StepParser[_State]):
     """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()
@@ -120,19 +123,6 @@ class Qwen3XmlParser:
             _State.FUNC_TAG: self._step_func_tag,
             _State.FUNCTION: self._step_function,
         }
-
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or not text:
-            return []
-        self._buf = self._buf[self._pos :] + text
-        self._pos = 0
-        self._run()
-        return self._out.take()
-
-    def _run(self) -> None:
-        """Run the current state's step until one needs more input or the parser is DONE."""
-        while self._state is not _State.DONE and self._steps[self._state]():
-            pass
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]

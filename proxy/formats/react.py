@@ -60,6 +60,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots, truncated
 from ._guard import CallOpener, guard
+from ._machine import StepParser
 from ._react_lines import (
     COMMENT_END,
     FENCE,
@@ -114,8 +115,10 @@ class _State(IntEnum):  # IntEnum: hashed in C, for the step table lookup on eve
     DONE = auto()
 
 
-class _ReactParser:
+class _ReactParser(StepParser[_State]):
     """Sans-IO ReAct parser for one response (see the module docstring for the states)."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int) -> None:
         self._out = EventBuffer()
@@ -155,13 +158,6 @@ class _ReactParser:
 
     # ---- public API ------------------------------------------------------------------
 
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE:
-            return []
-        self._buf, self._pos = self._buf[self._pos :] + text, 0
-        self._run()
-        return self._out.take()
-
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._state is _State.DONE:
             return []
@@ -196,11 +192,6 @@ class _ReactParser:
         if self._state in (_State.INPUT_RAW, _State.INPUT_JSON):
             return self._arg_line_start and not self._quote
         return self._state is _State.AWAIT_INPUT or (self._state is _State.ACTION_NAME and self._name_wait)
-
-    def _run(self) -> None:
-        """Run the current state's step until one needs more input or the parser is DONE."""
-        while self._state is not _State.DONE and self._steps[self._state]():
-            pass
 
     # ---- output ----------------------------------------------------------------------
 

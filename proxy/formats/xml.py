@@ -52,6 +52,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._tagprose import THINK_END, TagProse
 from ._text import EventBuffer
@@ -107,8 +108,10 @@ def _valid_name(name: str) -> bool:
 # ---- the parser ---------------------------------------------------------------------------
 
 
-class XmlParser:
+class XmlParser(StepParser[_State]):
     """Sans-IO parser for one response; see the module docstring for states and transitions."""
+
+    DONE = _State.DONE
 
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()  # adjacent text pieces become one event
@@ -129,19 +132,6 @@ class XmlParser:
             _State.VALUE: self._step_value,
             _State.END_TAG: self._step_end_tag,
         }
-
-    def feed(self, text: str) -> list[Event]:
-        if self._state is _State.DONE or not text:
-            return []
-        self._buf = self._buf[self._pos :] + text
-        self._pos = 0
-        self._run()
-        return self._out.take()
-
-    def _run(self) -> None:
-        """Run the current state's step until one needs more input or the parser is DONE."""
-        while self._state is not _State.DONE and self._steps[self._state]():
-            pass
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         state, rest = self._state, self._buf[self._pos :]
