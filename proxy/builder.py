@@ -71,6 +71,7 @@ class Attempt:
     chunks: int = 0
     usage: dict[str, int] | None = None  # the latest usage this attempt reported (some servers repeat it)
     call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
+    withheld: int = 0  # calls written under tool_choice "none" (kept out of the answer)
 
 
 @dataclass(slots=True)
@@ -302,6 +303,7 @@ class ResponseBuilder(Generic[Item]):
     def _end(self, event: ToolCallEnd, attempt: Attempt, out: list[Item]) -> None:
         if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
             self.tally.sanitized += 1
+            attempt.withheld += 1
             self._unused_raw = f"{event.name}\n{event.arguments}"  # its words, should nothing else come
             return
         state = self._open.pop(event.index, None)

@@ -286,6 +286,8 @@ class Emulator:
                 "format described in the instructions."
             )
         if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
+            if attempt.withheld:  # only a call, under tool_choice "none": "or call a tool" would invite another
+                return "empty", "No tool can be called in this reply. Answer the user in plain text."
             return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
                 "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
                 "described in the instructions."

@@ -505,6 +505,23 @@ async def test_only_a_call_despite_tool_choice_none_is_answered_with_its_words(
     assert message["content"].split("\n") == ["get_weather", "city: Paris"]
 
 
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+async def test_only_a_call_despite_tool_choice_none_is_asked_again_for_text(
+    start_proxy, fake_upstream, fmt: str
+) -> None:
+    """Seen in the demo (pythonic): under tool_choice "none" the model wrote a call again; the re-ask must not
+    offer "or call a tool", and the answer it gives is the client's."""
+    proxy = await start_proxy(models=emulated(fmt))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text(fmt)))), Reply(pieces=text_stream(["It is sunny in Paris."]))
+    )
+    result = await ask(proxy, False, tool_choice="none")
+    reask = fake_upstream.requests[1]["messages"][-1]
+    assert reask["role"] == "user" and "Answer the user in plain text" in reask["content"]
+    assert "call a tool" not in reask["content"]
+    assert result["choices"][0]["message"]["content"] == "It is sunny in Paris."
+
+
 async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'
