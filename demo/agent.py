@@ -2,9 +2,10 @@
 
 ``python demo/agent.py`` (or ``make demo``) starts the llama.cpp server with Qwen2.5-Coder-0.5B
 (fetched and verified by ``make model``), starts toolshim with ``demo/rules.json5`` (the model is
-spoken to in the ``hermes`` text format; ``--format`` picks another), then runs a short agent loop
-with the OpenAI SDK: the model asks for tools as structured ``tool_calls``, this script runs them
-(a fake weather lookup, a real safe calculator) and sends the results back until the model answers.
+spoken to in the ``pythonic`` text format, the best measured for it on BFCL; ``--format`` picks another),
+then runs a short agent loop with the OpenAI SDK: the model asks for tools as structured ``tool_calls``,
+this script runs them (a fake weather lookup, a real safe calculator) and sends the results back until
+the model answers.
 Every process it starts is stopped at the end, on errors and on Ctrl-C too.
 
 Use another model server instead of the bundled one (Ollama, LM Studio, vLLM, llama.cpp's own):
@@ -50,7 +51,7 @@ SYSTEM = (
 def parse_args() -> argparse.Namespace:
     """The demo's options; every one has a sensible default."""
     parser = argparse.ArgumentParser(description="A local model calls tools through toolshim.")
-    parser.add_argument("--format", choices=FORMATS, default="hermes", help="tool format toolshim speaks")
+    parser.add_argument("--format", choices=FORMATS, default="pythonic", help="tool format toolshim speaks")
     parser.add_argument("--model", choices=("qwen", "smollm"), default="qwen", help="bundled model to serve")
     parser.add_argument(
         "--question", action="append", help="what the user asks (repeatable; each is its own conversation)"
