@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .mentions import WrapperMentions
+
 MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
 MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that the instructions lack
 LONG_RUN = 4  # known trigrams in a row (6 words of the instructions verbatim) that make a paraphrase an echo
@@ -100,6 +102,7 @@ class EchoFilter:
         "_held",
         "_index",
         "_max_misses",
+        "_mentions",
         "_misses",
         "_pending",
         "_released",
@@ -113,6 +116,7 @@ class EchoFilter:
 
     def __init__(self, instructions: Instructions, max_misses: int = 0) -> None:
         self._index = instructions
+        self._mentions = WrapperMentions()  # toolshim's result wrapper named in inline code: no brackets
         self._max_misses = max_misses  # 0: released at the first miss (streams); MAX_MISSES: paraphrases too
         self._held = ""  # the current segment, while it may be an echo
         self._pending = ""  # a partial word at the end of the held text, not judged yet
@@ -130,6 +134,10 @@ class EchoFilter:
     def feed(self, text: str) -> str:
         if not self._index:
             return text
+        return self._segments_of(self._mentions.feed(text))
+
+    def _segments_of(self, text: str) -> str:
+        """Judge ``text`` segment by segment; what may be shown now."""
         out: list[str] = []
         start = 0
         for match in _SEGMENT_END.finditer(text):
@@ -152,7 +160,8 @@ class EchoFilter:
         """The end of the text so far: judge the open segment (it ends here)."""
         if not self._index:
             return ""
-        last = self._end_segment()
+        rest = self._segments_of(self._mentions.flush())
+        last = rest + self._end_segment()
         return last + self._take_short()
 
     def _take(self, piece: str) -> str:

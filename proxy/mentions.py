@@ -1,0 +1,42 @@
+"""Sans-IO: toolshim's tool-result wrapper, named in the model's inline code, loses its angle brackets.
+
+The emulated formats hand tool results to the model inside a wrapper tag of toolshim's making
+(``<tool_response>...</tool_response>``); the client never sees one (its results are ``tool``
+messages). Small models describe it anyway, in inline code: "the result is returned in the
+`<tool_response>` element" (BFCL through hermes and morph_xml). The formats keep a backticked tag as
+text by design (a user may ask about a tag), so the mention reaches the text path and would show the
+client a piece of toolshim's protocol. ``WrapperMentions`` writes such a span as the plain name,
+`` `tool_response` ``: the sentence still reads and no markup remains.
+
+Linear: each ``feed`` looks at the new text plus at most one span's length held from before.
+"""
+
+from __future__ import annotations
+
+from .formats._text import partial_marker_len
+
+WRAPPER = "tool_response"
+_SPANS = {f"`<{WRAPPER}>`": f"`{WRAPPER}`", f"`</{WRAPPER}>`": f"`{WRAPPER}`"}
+
+
+class WrapperMentions:
+    """``feed(text) -> text`` with the wrapper's backticked tags renamed; ``flush()`` at the end."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""  # a tail that may still become a span
+
+    def feed(self, text: str) -> str:
+        text = self._held + text
+        if "`<" in text:
+            for span, name in _SPANS.items():
+                text = text.replace(span, name)
+        keep = partial_marker_len(text, _SPANS) if "`" in text[-len(max(_SPANS, key=len)) :] else 0
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The held tail: the text ended before it became a span."""
+        held, self._held = self._held, ""
+        return held
