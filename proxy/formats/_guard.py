@@ -10,11 +10,12 @@
   ``Tool result:``, ``Result:``, ``<tool_response>``, ``<tool_result>`` ...) ends the turn: it and all
   that follows never reach the client, as if the stop sequence had matched.
 
-* **A misnamed wrapper**: an answer that opens with a ``<tool_response>`` line (small Qwen models write it
-  where they mean ``<tool_call>``: there is no result before a call) has that line dropped, and so has its
-  ``</tool_response>`` line; what it wraps (a call, or prose) is read as usual. The formats' result stop
-  sequences start with a line break (``\n<tool_response>``), so the server does not end such an answer
-  before its first character.
+* **A misnamed wrapper** (``MisnamedWrapper``): an answer that opens with ``<tool_response>`` (small Qwen
+  models write it where they mean ``<tool_call>``, or around their answer: ``<tool_response>1.25
+  euros</tool_response>``; there is no result before a call) loses that tag and its ``</tool_response>``,
+  a tag alone on its line with its line break; what it wraps (a call, or prose) is read as usual. The
+  formats' result stop sequences start with a line break (``\n<tool_response>``), so the server does not
+  end such an answer before its first character.
 
 All are sans-IO filters around the wrapped parser: input before it, events after it. Hold-back is
 bounded: a fence line and its first content line (``_FENCE_WINDOW``), a line start after a call
@@ -26,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._text import partial_marker_len
 from .base import Event, FinishReason, Malformed, StreamParser, Text, ToolCallEnd
 
 _FENCE_WINDOW = 256  # a fence line plus blank lines plus the start of its first content line
@@ -34,8 +36,9 @@ _FENCE_LINE = re.compile(r"[ \t]{0,16}```[ \t]*([A-Za-z0-9_+.:-]*)[ \t]*\r?\n")
 _FENCE_HEAD = re.compile(r"[ \t]{0,16}(?:`{0,3}|```[ \t]*[A-Za-z0-9_+.:-]*[ \t]*\r?)\Z")
 _BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n)*[ \t]*")
 _WRAPPER_OPEN, _WRAPPER_CLOSE = "<tool_response>", "</tool_response>"
-_WRAPPER_LINE = re.compile(r"[ \t]{0,16}(</?tool_response>)[ \t]*(?:\r?\n|\Z)")
-_WRAPPER_HEAD = re.compile(r"[ \t]{0,16}(<[/a-z_]{0,15})\Z")
+_WRAPPER_OPENING = re.compile(r"[ \t]{0,16}<tool_response>[ \t]*(\r?\n)?")
+_WRAPPER_HOLD = 40  # the answer's start held at most this long while it may open a misnamed wrapper
+_BLANKS = re.compile(r"[ \t]*")
 _CLOSING = re.compile(r"[ \t]{0,16}```[ \t]*(?:\r?\n|\Z)")
 _OBSERVATION = re.compile(
     r"[ \t>#*_`\"'(\[-]{0,8}(?:"
@@ -68,6 +71,82 @@ def _may_open_result(line: str) -> bool:
     return any(word.startswith(rest) or rest.startswith(word) for word in _RESULT_WORDS)
 
 
+class MisnamedWrapper:
+    """Input filter: an answer opening with ``<tool_response>`` loses that tag and its ``</tool_response>``.
+
+    The opening tag counts at the very start only (after blanks), alone on its line or with text after it
+    (``<tool_response>1024</tool_response>``: the model's answer inside); the closing tag anywhere after it.
+    A tag alone on its line goes with its line break. Holds at most ``_WRAPPER_HOLD`` characters at the
+    start and a partial closing tag at a chunk's end, so any split gives the same text.
+    """
+
+    __slots__ = ("_at_line_start", "_held", "_state", "_swallow")
+
+    def __init__(self) -> None:
+        self._state = "head"  # head: undecided; wrapped: the closing tag is due; off: nothing to do
+        self._held = ""
+        self._at_line_start = True  # the text passed so far ends at a line start
+        self._swallow = False  # a closing tag alone on its line was dropped: its line break goes too
+
+    def feed(self, text: str, final: bool) -> str:
+        if self._state == "head":
+            return self._open(self._held + text, final)
+        if self._state == "wrapped":
+            return self._close(self._held + text, final)
+        if self._swallow:
+            return self._drop_line_break(self._held + text, final)
+        return text
+
+    def _open(self, s: str, final: bool) -> str:
+        self._held = ""
+        m = _WRAPPER_OPENING.match(s)
+        if m is not None and (final or m.group(1) or m.end() < len(s)):
+            self._state = "wrapped"
+            self._at_line_start = bool(m.group(1))
+            return self._close(s[m.end() :], final)
+        stripped = s.lstrip(" \t")
+        maybe = _WRAPPER_OPEN.startswith(stripped) or (m is not None and m.end() == len(s))
+        if maybe and not final and len(s) < _WRAPPER_HOLD:
+            self._held = s
+            return ""
+        self._state = "off"
+        return s
+
+    def _close(self, s: str, final: bool) -> str:
+        self._held = ""
+        i = s.find(_WRAPPER_CLOSE)
+        if i < 0:
+            keep = 0 if final else partial_marker_len(s, (_WRAPPER_CLOSE,))
+            self._held, s = s[len(s) - keep :] if keep else "", s[: len(s) - keep]
+            self._note_passed(s)
+            return s
+        self._state = "off"
+        line = s.rfind("\n", 0, i)
+        alone = (self._at_line_start if line < 0 else True) and not s[line + 1 : i].strip(" \t")
+        rest = s[i + len(_WRAPPER_CLOSE) :]
+        if alone:
+            self._swallow = True
+            rest = self._drop_line_break(rest, final)
+        return s[:i] + rest
+
+    def _drop_line_break(self, text: str, final: bool) -> str:
+        """After a closing tag that began its line: the blanks after it and its line break go too."""
+        self._held = ""
+        at = _BLANKS.match(text).end()  # type: ignore[union-attr]
+        if not final and (at == len(text) or text[at:] == "\r"):
+            self._held = text  # undecided: blanks so far, or maybe half of "\r\n"
+            return ""
+        self._swallow = False
+        if text.startswith("\r\n", at):
+            return text[at + 2 :]
+        return text[at + 1 :] if text.startswith("\n", at) else text[at:]
+
+    def _note_passed(self, s: str) -> None:
+        """Whether only blanks stand between the last line break passed (or the start) and the end of ``s``."""
+        nl = s.rfind("\n")
+        self._at_line_start = (nl >= 0 or self._at_line_start) and not s[nl + 1 :].strip(" \t")
+
+
 @dataclass(frozen=True, slots=True)
 class CallOpener:
     """How a format's call block starts, for telling a fenced call from a fenced example of prose."""
@@ -94,8 +173,7 @@ class TurnGuard:
         self._depth = 0  # open fences inside an unfenced call (0: none; 1: only the dropped one)
         self._text_fence = False  # inside a fence passed through as text
         self._called = False  # a call was written: an invented result may follow
-        self._head = True  # no line of the answer has passed yet: a misnamed wrapper may open it
-        self._wrapped = False  # the answer opened with a misnamed <tool_response> wrapper (dropped)
+        self._wrapper = MisnamedWrapper()
         self._out = ""  # held output text at a line start after a call
         self._out_line = False
         self._done = False
@@ -103,12 +181,12 @@ class TurnGuard:
     def feed(self, text: str) -> list[Event]:
         if self._done or not text:
             return []
-        return self._events(self.inner.feed(self._unfence(text, False)))
+        return self._events(self.inner.feed(self._unfence(self._wrapper.feed(text, False), False)))
 
     def close(self, finish_reason: FinishReason = "stop") -> list[Event]:
         if self._done:
             return []
-        rest = self._unfence("", True)
+        rest = self._unfence(self._wrapper.feed("", True), True)
         events = self.inner.feed(rest) if rest else []
         if self._done:
             return self._events(events)
@@ -144,28 +222,8 @@ class TurnGuard:
             out.append(keep)
         return "".join(out)
 
-    def _wrapper_line(self, s: str, i: int, final: bool) -> int | bool | None:
-        """At a line start: the end of a misnamed wrapper line to drop, False if there is none, None: hold."""
-        if not (self._head or self._wrapped) or self._depth or self._text_fence:
-            return False
-        wanted = _WRAPPER_OPEN if self._head else _WRAPPER_CLOSE
-        m = _WRAPPER_LINE.match(s, i)
-        if m is not None and m.group(1) == wanted and (final or m.group(0).endswith("\n")):  # the line is whole
-            self._wrapped = self._wrapped or self._head
-            return m.end()
-        head = _WRAPPER_HEAD.match(s, i)
-        if not final and ((head is not None and wanted.startswith(head.group(1))) or m is not None):
-            return None  # may still become the wrapper line
-        return False
-
     def _line(self, s: str, i: int, final: bool) -> tuple[str, int] | None:
         """A line start at ``s[i]``: what of it passes and where scanning goes on; None: hold."""
-        dropped = self._wrapper_line(s, i, final)
-        if dropped is None:
-            return None
-        self._head = False
-        if dropped is not False:
-            return "", int(dropped)
         m = _FENCE_LINE.match(s, i)
         if m is None:
             if not final and len(s) - i < _FENCE_WINDOW and _FENCE_HEAD.match(s, i):
