@@ -13,10 +13,12 @@ Linear: each ``feed`` looks at the new text plus at most one span's length held 
 
 from __future__ import annotations
 
+from .formats._hermes_markup import RESPONSE, RESPONSE_END
 from .formats._text import partial_marker_len
 
-WRAPPER = "tool_response"
-_SPANS = {f"`<{WRAPPER}>`": f"`{WRAPPER}`", f"`</{WRAPPER}>`": f"`{WRAPPER}`"}
+_NAME = RESPONSE.strip("<>")
+_SPANS = {f"`{RESPONSE}`": f"`{_NAME}`", f"`{RESPONSE_END}`": f"`{_NAME}`"}
+_LONGEST = max(map(len, _SPANS))
 
 
 class WrapperMentions:
@@ -32,7 +34,7 @@ class WrapperMentions:
         if "`<" in text:
             for span, name in _SPANS.items():
                 text = text.replace(span, name)
-        keep = partial_marker_len(text, _SPANS) if "`" in text[-len(max(_SPANS, key=len)) :] else 0
+        keep = partial_marker_len(text, _SPANS) if "`" in text[-_LONGEST:] else 0
         self._held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]
 

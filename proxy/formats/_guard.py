@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._hermes_markup import RESPONSE as _WRAPPER_OPEN
+from ._hermes_markup import RESPONSE_END as _WRAPPER_CLOSE
 from ._text import partial_marker_len
 from .base import Event, FinishReason, Malformed, StreamParser, Text, ToolCallEnd
 
@@ -35,8 +37,7 @@ _OBS_WINDOW = 48  # a line start after a call held until it is known not to open
 _FENCE_LINE = re.compile(r"[ \t]{0,16}```[ \t]*([A-Za-z0-9_+.:-]*)[ \t]*\r?\n")
 _FENCE_HEAD = re.compile(r"[ \t]{0,16}(?:`{0,3}|```[ \t]*[A-Za-z0-9_+.:-]*[ \t]*\r?)\Z")
 _BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n)*[ \t]*")
-_WRAPPER_OPEN, _WRAPPER_CLOSE = "<tool_response>", "</tool_response>"
-_WRAPPER_OPENING = re.compile(r"[ \t]{0,16}<tool_response>[ \t]*(\r?\n)?")
+_WRAPPER_OPENING = re.compile(rf"[ \t]{{0,16}}{re.escape(_WRAPPER_OPEN)}[ \t]*(\r?\n)?")
 _WRAPPER_HOLD = 40  # the answer's start held at most this long while it may open a misnamed wrapper
 _BLANKS = re.compile(r"[ \t]*")
 _CLOSING = re.compile(r"[ \t]{0,16}```[ \t]*(?:\r?\n|\Z)")

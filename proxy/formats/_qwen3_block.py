@@ -39,7 +39,6 @@ FUNCTION = "<function="
 FUNCTION_END = "</function>"
 PARAM = "<parameter="
 PARAM_END = "</parameter>"
-RESPONSE = "<tool_response>"
 LINE_STOPS = (PARAM, FUNCTION_END, CLOSE)  # end a value whose </parameter> is missing, at a line start
 LINE_STARTS = "\n>"  # what may precede a LINE_STOPS marker that ends a value
 MAX_NAME = 100  # longest function/parameter name read; bounds the search for its ``>``

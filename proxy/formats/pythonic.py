@@ -46,6 +46,7 @@ from typing import Any
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._hermes_markup import RESPONSE, RESPONSE_END
 from ._hermes_render import _example_arguments
 from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
@@ -53,7 +54,6 @@ from ._pythonic_values import decode_arguments, render_list
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import Event, FinishReason, Reasoning, StreamParser, Text, ToolCallRecord, ToolChoice, ToolSpec
 
-RESPONSE = "<tool_response>"
 _THINK_END = "</think>"
 _NAME = r"[A-Za-z_][\w.\-]*"
 _LIST_OPEN = re.compile(rf"[ \t]*\[\s*({_NAME})[ \t]*\(")
@@ -486,7 +486,7 @@ class PythonicFormat:
         return render_list([(call.name, _arguments_of(call)) for call in calls])
 
     def render_result(self, name: str, content: str) -> str:
-        return f"{RESPONSE}\n{content}\n</tool_response>"
+        return f"{RESPONSE}\n{content}\n{RESPONSE_END}"
 
     def stop_sequences(self) -> tuple[str, ...]:
         return ("\n<tool_response",)  # an invented result (on its own line: _guard); the list needs no stop

@@ -52,6 +52,7 @@ from enum import IntEnum, auto
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._hermes_markup import RESPONSE, RESPONSE_END
 from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._qwen3_block import (
@@ -64,7 +65,6 @@ from ._qwen3_block import (
     OPEN,
     PARAM,
     PARAM_END,
-    RESPONSE,
     SYNTAX,
     decode_qwen3_block_with,
     example_call,
@@ -339,7 +339,7 @@ class Qwen3XmlFormat:
         return render_calls(calls)
 
     def render_result(self, name: str, content: str) -> str:
-        return f"{RESPONSE}\n{content}\n</tool_response>"
+        return f"{RESPONSE}\n{content}\n{RESPONSE_END}"
 
     def stop_sequences(self) -> tuple[str, ...]:
         # `</tool_call>` ends generation after the first block (close() completes it when the server left
