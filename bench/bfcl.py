@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -95,13 +95,17 @@ def parse_modes(text: str, formats: Iterable[str] = FORMATS) -> list[Mode]:
     return modes
 
 
-def rules_for_modes(modes: Sequence[Mode], upstream_url: str, upstream_model: str) -> dict[str, Any]:
-    """toolshim rules: one exact-match rule per emulated mode, ``constrained: true`` where asked."""
+def rules_for_modes(
+    modes: Sequence[Mode], upstream_url: str, upstream_model: str, options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """toolshim rules: one exact-match rule per emulated mode, ``constrained: true`` where asked, and
+    ``options`` (``--rule``) in every one."""
     emulated = {m.exposed_model: m for m in modes if m.tool_format is not None}
     rules = local_stack.rules_for(
         upstream_url, upstream_model, {name: str(m.tool_format) for name, m in emulated.items()}
     )
     for rule in rules["models"]:
+        rule.update(options or {})
         if emulated[rule["match"]].constrained:
             rule[CONSTRAINT_OPTION] = True
     if any(m.constrained for m in emulated.values()):
@@ -305,7 +309,7 @@ def run_modes(
         started.append(server)
         clients = {"direct": OpenAI(base_url=server.base_url, api_key="unused", timeout=600, max_retries=0)}
         if any(m.tool_format for m in modes):
-            proxy = local_stack.start_toolshim(rules_for_modes(modes, server.base_url, server.model_id))
+            proxy = local_stack.start_toolshim(rules_for_modes(modes, server.base_url, server.model_id, args.rule))
             started.append(proxy)
             clients["toolshim"] = OpenAI(base_url=proxy.base_url, api_key="unused", timeout=600, max_retries=0)
         try:
@@ -330,6 +334,17 @@ def default_modes() -> str:
     return ",".join([*DIRECT_MODES, *formats, *(f + CONSTRAINED for f in formats)])
 
 
+def rule_option(text: str) -> tuple[str, Any]:
+    """``--rule`` ``key=value``: the value read as JSON (``true``, ``3``), else kept as a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Options: model, modes, categories, sample size and seed, where the answers go."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -344,6 +359,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sample", type=int, default=10, help="questions per category (0: all); default 10")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument(
+        "--rule",
+        action="append",
+        type=rule_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a toolshim rule option for every emulated mode (VALUE as JSON, else a string), e.g. tool_order=relevance",
+    )
     parser.add_argument("--out", type=Path, default=Path("bfcl-answers.jsonl"), help="JSON lines, one per answer")
     parser.add_argument(
         "--report",
@@ -357,6 +380,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.mode_list = parse_modes(args.modes)
     except ValueError as exc:
         parser.error(str(exc))
+    args.rule = dict(args.rule)
     args.category_list = [c.strip() for c in args.categories.split(",") if c.strip()]
     unknown = [c for c in args.category_list if c not in KNOWN_CATEGORIES]
     if unknown or not args.category_list:
@@ -404,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     modes: list[Mode] = args.mode_list
     if any(m.tool_format for m in modes):
-        check_rules(rules_for_modes(modes, "http://127.0.0.1:1/v1", "check"))
+        check_rules(rules_for_modes(modes, "http://127.0.0.1:1/v1", "check", args.rule))
     bfcl = Bfcl()
     questions = [q for c in args.category_list for q in bfcl.questions(c, args.sample, args.seed)]
     with args.out.open("w", encoding="utf-8") as out:
@@ -413,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     heading = (
         f"BFCL v4, model {spec_for(args.model).alias}, {per_category} questions per category "
         f"(seed {args.seed}), temperature 0, max_tokens {args.max_tokens}"
+        + "".join(f", {key}: {json.dumps(value)}" for key, value in args.rule.items())
     )
     print(report(outcomes, heading))
     print(f"\nanswers: {args.out}", file=sys.stderr)

@@ -25,6 +25,7 @@ from typing import Any
 from .formats import ToolChoice
 from .formats.history import content_text, merge_system_prompt
 from .rules import ModelRule
+from .toolrank import first_user_text, ranked
 from .turn import ChatTurn, tool_name
 
 Message = Mapping[str, Any]
@@ -184,13 +185,16 @@ def _recently_used(messages: Sequence[Message]) -> list[str]:
 
 
 def _limit_tools(turn: ChatTurn, rule: ModelRule) -> ChatTurn:
-    """Keep ``max_tools``: a forced tool first, then priority list, recent use, request order.
+    """Keep ``max_tools``: a forced tool first, then priority list, recent use, relevance to the
+    request (with ``tool_order: "relevance"``, see toolrank.py), request order.
 
     A named ``tool_choice`` that names no offered tool is left for the mode to report (a
     policy must not turn it into a 500)."""
     tools = turn.tool_defs
     forced = turn.choice.name if turn.choice.mode == "named" else None
     ranking = [n for n in (forced,) if n] + list(rule.tool_priority) + _recently_used(turn.messages)
+    if rule.tool_order == "relevance":
+        ranking += [spec.name for spec in ranked(turn.tools, first_user_text(turn.messages))]
     rank = {name: i for i, name in reversed(list(enumerate(ranking)))}
     ordered = sorted(enumerate(tools), key=lambda it: (rank.get(tool_name(it[1]), len(ranking)), it[0]))
     kept = {i for i, _ in ordered[: rule.max_tools]}

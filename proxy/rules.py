@@ -117,6 +117,9 @@ class ModelRule(_Strict):
     # a re-ask samples at least this temperature (greedy decoding repeats itself); null: the request's
     reask_temperature: float | None = Field(0.3, ge=0, le=2)
     max_stop_sequences: int = Field(4, ge=1)
+    # the order the prompt lists the tools in: as the client sent them, or those the conversation's
+    # first user message points at first (toolrank.py: a small model calls the tools in listed order)
+    tool_order: Literal["request", "relevance"] = "request"
     thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
     # constrained decoding of emulated calls (constraint.py): "auto" where the upstream has a
     # constraint_dialect, true (the upstream must have one), false never

@@ -83,6 +83,23 @@ def test_rules_have_one_rule_per_emulated_mode_and_mark_constrained_ones(tmp_pat
     assert loaded.resolve("bfcl-hermes") is not None and loaded.resolve("bfcl-hermes-constrained") is not None
 
 
+def test_rule_options_go_into_every_emulated_rule_and_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse_args(["--modes", "prompt,pythonic,pythonic+constrained", "--rule", "tool_order=relevance"])
+    assert args.rule == {"tool_order": "relevance"}
+    assert parse_args(["--rule", "max_tool_calls=3", "--rule", "lenient=false"]).rule == {
+        "max_tool_calls": 3,
+        "lenient": False,
+    }
+    rules = rules_for_modes(args.mode_list, "http://127.0.0.1:9/v1", "qwen", args.rule)
+    assert [r["tool_order"] for r in rules["models"]] == ["relevance", "relevance"]
+    check_rules(rules)
+    with pytest.raises(SystemExit, match="tool_order"):
+        check_rules(rules_for_modes(args.mode_list, "http://127.0.0.1:9/v1", "qwen", {"tool_order": "alphabetical"}))
+    with pytest.raises(SystemExit):
+        parse_args(["--rule", "tool_order"])
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
 def test_rules_toolshim_rejects_stop_the_run_with_its_message() -> None:
     rules = rules_for_modes(parse_modes("hermes", FORMATS), "http://127.0.0.1:9/v1", "qwen")
     rules["models"][0]["no_such_option"] = True

@@ -1,0 +1,75 @@
+"""Tools listed in the order of their relevance to the user's request, for the emulated prompt.
+
+A small model reads the tool list as a to-do list: on BFCL's ``multiple`` questions the local
+model called the tools in the order they were listed, from the first, until it reached the one the
+question was about. Listing the tools the request's words point at first makes that first call the
+right one. No tool is dropped and ties keep the client's order, so a request that names no tool's
+words sees the list as sent.
+
+The score is lexical, with no model and no I/O: the words of the conversation's first user message
+that also occur in a tool's name, description or parameter names, each weighted by how few of the
+offered tools carry it (a word every tool has tells nothing), a word of the tool's name counting
+double. The first user message is the conversation's request; ranking by it keeps the order, and so
+the prompt's prefix, the same on every later turn, which keeps the model server's prompt cache.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .formats import ToolSpec
+from .formats.history import content_text
+
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+_STEM = 6  # words compared by their first six letters: "lawsuits" ~ "lawsuit", "calculates" ~ "calculate"
+_NAME_WEIGHT = 2.0
+_STOPWORDS = frozenset(
+    "the and for with from that this what which who whom whose when where how are was were will would "
+    "can could should you your our their its his her they them there here into onto about than then "
+    "also only just all any each some such give get find tell show want need like make use using used "
+    "please help note provided function python syntax default value type optional required given".split()
+)
+
+
+def stems(text: str) -> set[str]:
+    """The comparable words of ``text``: camelCase and snake_case split, lower case, short and
+    common words left out, each cut to its first ``_STEM`` letters."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return {w[:_STEM] for w in words if len(w) > 2 and w not in _STOPWORDS}
+
+
+def _tool_words(tool: ToolSpec) -> tuple[set[str], set[str]]:
+    """(name words, other words): the name, then the description and parameter names."""
+    props = tool.parameters.get("properties")
+    params = " ".join(props) if isinstance(props, Mapping) else ""
+    name = stems(tool.name.replace("_", " ").replace(".", " ").replace("-", " "))
+    return name, stems(f"{tool.description} {params}") | name
+
+
+def ranked(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
+    """``tools`` most relevant to ``request`` first; a stable sort, so equal scores keep their order."""
+    if len(tools) < 2:
+        return list(tools)
+    asked = stems(request)
+    words = [_tool_words(tool) for tool in tools]
+    carriers: dict[str, int] = {}
+    for _, every in words:
+        for word in every & asked:
+            carriers[word] = carriers.get(word, 0) + 1
+    weight = {word: math.log(1 + len(tools) / count) for word, count in carriers.items()}
+
+    def score(index: int) -> float:
+        name, every = words[index]
+        return sum(weight[w] * (_NAME_WEIGHT if w in name else 1.0) for w in every & asked)
+
+    order = sorted(range(len(tools)), key=lambda i: -score(i))
+    return [tools[i] for i in order]
+
+
+def first_user_text(messages: Iterable[Mapping[str, Any]]) -> str:
+    """The text of the first user message; empty when there is none."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    return content_text(first.get("content")) if first is not None else ""

@@ -1,0 +1,115 @@
+"""Relevance order of the tools in the emulated prompt (``toolrank``, rule option ``tool_order``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from toolshim.formats import ToolSpec, get_format
+from toolshim.policies import apply_policies
+from toolshim.rewrite import build_plan
+from toolshim.rules import ModelRule
+from toolshim.toolrank import first_user_text, ranked, stems
+from toolshim.turn import ChatTurn
+
+
+def tool(name: str, description: str = "", *params: str) -> ToolSpec:
+    return ToolSpec(name, description, {"type": "object", "properties": {p: {"type": "string"} for p in params}})
+
+
+LAWSUITS = [
+    tool("get_collectables_in_season", "Retrieve collectable items in a game during a season.", "game_name", "season"),
+    tool("game_score_highest", "Retrieve the highest score of any player in a game.", "game", "platform"),
+    tool("lawsuit_details_find", "Find details of lawsuits involving a company from a given year.", "company_name"),
+    tool("calculate_binomial_probability", "Binomial probability of successes in trials.", "number_of_trials"),
+]
+
+
+def names(tools: list[ToolSpec]) -> list[str]:
+    return [t.name for t in tools]
+
+
+def test_the_tool_the_request_is_about_comes_first() -> None:
+    order = names(ranked(LAWSUITS, "Find details of patent lawsuits involving the company 'Apple Inc.' from 2010."))
+    assert order[0] == "lawsuit_details_find"
+    assert sorted(order) == sorted(names(LAWSUITS))  # nothing dropped
+
+
+def test_words_are_split_and_compared_by_their_stem() -> None:
+    assert {"weathe", "foreca"} <= stems("getWeatherForecast")
+    assert "lawsui" in stems("lawsuits") & stems("lawsuit_details")
+    assert stems("the and of to 42 a") == set()
+
+
+@pytest.mark.parametrize("request_text", ["", "hello there", "What is 2 + 2?"])
+def test_a_request_naming_no_tool_keeps_the_clients_order(request_text: str) -> None:
+    assert names(ranked(LAWSUITS, request_text)) == names(LAWSUITS)
+
+
+def test_ties_keep_the_clients_order() -> None:
+    twins = [tool("weather_a", "Current weather."), tool("weather_b", "Current weather."), tool("stocks")]
+    assert names(ranked(twins, "weather in Paris")) == ["weather_a", "weather_b", "stocks"]
+    assert names(ranked(list(reversed(twins)), "weather in Paris")) == ["weather_b", "weather_a", "stocks"]
+
+
+def test_a_word_every_tool_carries_does_not_decide() -> None:
+    tools = [
+        tool("city_weather", "Weather of a city.", "city"),
+        tool("city_population", "Population of a city.", "city"),
+    ]
+    assert names(ranked(tools, "What is the population of the city of Lyon?"))[0] == "city_population"
+
+
+def test_a_word_in_the_name_outweighs_one_in_a_description() -> None:
+    tools = [tool("send_email", "Send a message; can attach a flight ticket."), tool("book_flight", "Book a trip.")]
+    assert names(ranked(tools, "I need a flight to Rome"))[0] == "book_flight"
+
+
+def test_first_user_text_reads_strings_and_text_parts() -> None:
+    parts = [{"type": "text", "text": "weather"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text"}]
+    with_parts = [{"role": "system", "content": "s"}, {"role": "user", "content": parts}]
+    assert first_user_text(with_parts).startswith("weather")
+    assert first_user_text([{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]) == "first"
+    assert first_user_text([{"role": "system", "content": "only"}]) == ""
+    assert first_user_text([{"role": "user", "content": None}]) == ""
+
+
+def openai_tool(spec: ToolSpec) -> dict[str, Any]:
+    function = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+    return {"type": "function", "function": function}
+
+
+def instructions(order: str, messages: list[dict[str, Any]]) -> str:
+    body = {"model": "m", "messages": messages, "tools": [openai_tool(t) for t in LAWSUITS]}
+    rule = ModelRule(match="m", upstream="u", tool_mode="pythonic", tool_order=order)  # type: ignore[arg-type]
+    return build_plan(ChatTurn.from_body(body), rule, get_format("pythonic"), "m").instructions
+
+
+def listed(text: str) -> list[str]:
+    return [line.removeprefix("### ") for line in text.splitlines() if line.startswith("### ")]
+
+
+ASK = [{"role": "user", "content": "Any patent lawsuits against Apple Inc. in 2010?"}]
+
+
+def test_the_prompt_lists_the_relevant_tool_first_only_when_the_rule_says() -> None:
+    assert listed(instructions("relevance", ASK))[0] == "lawsuit_details_find"
+    assert listed(instructions("request", ASK)) == names(LAWSUITS)
+
+
+def test_a_later_turn_keeps_the_order_so_the_prompt_prefix_stays_the_same() -> None:
+    later = [*ASK, {"role": "assistant", "content": "None found."}, {"role": "user", "content": "Highest game score?"}]
+    assert instructions("relevance", later) == instructions("relevance", ASK)
+
+
+def test_the_rules_refuse_an_unknown_order() -> None:
+    with pytest.raises(ValueError, match="tool_order"):
+        ModelRule(match="m", upstream="u", tool_order="alphabetical")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("order", "kept"), [("relevance", "lawsuit_details_find"), ("request", LAWSUITS[0].name)])
+def test_a_tool_budget_keeps_the_relevant_tools_when_the_rule_ranks(order: str, kept: str) -> None:
+    body = {"model": "m", "messages": ASK, "tools": [openai_tool(t) for t in LAWSUITS]}
+    rule = ModelRule(match="m", upstream="u", tool_mode="pythonic", max_tools=1, tool_order=order)  # type: ignore[arg-type]
+    result = apply_policies(ChatTurn.from_body(body), rule)
+    assert [t.name for t in result.turn.tools] == [kept]
