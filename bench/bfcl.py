@@ -150,6 +150,8 @@ class Outcome:
     usage: bool = True  # the answer carries usage with both token counts
     grammar: str | None = None  # toolshim's x-toolshim-grammar header: "built 12.345 ms" / "cached 0.010 ms"
     invalid_args: bool = False  # a call's arguments break its tool's JSON Schema (or it names no offered tool)
+    finish: str | None = None  # finish_reason ("length": the answer hit --max-tokens)
+    completion_tokens: int | None = None
 
 
 def leaked(content: str | None, tool_names: Sequence[str] = (), prompting: bool = False) -> bool:
@@ -208,6 +210,8 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
         empty=is_empty(message),
         usage=has_usage(response),
         grammar=raw.headers.get("x-toolshim-grammar"),
+        finish=response.choices[0].finish_reason,
+        completion_tokens=response.usage.completion_tokens if response.usage else None,
     )
     return judged(outcome, mode, bfcl.tools(question))
 
@@ -407,10 +411,22 @@ def rejudged(outcomes: Sequence[Outcome], bfcl: Bfcl) -> list[Outcome]:
     return [judged(o, parse_modes(o.mode)[0], tools[o.id]) for o in outcomes]
 
 
+def length_cuts(outcomes: Sequence[Outcome]) -> str:
+    """Per mode: how many answers ended at ``--max-tokens`` (a call list cut there loses its last call)."""
+    lines = []
+    for mode in dict.fromkeys(o.mode for o in outcomes):
+        known = [o for o in outcomes if o.mode == mode and o.finish is not None]
+        if known:
+            cut = [o.id for o in known if o.finish == "length"]
+            which = f" ({', '.join(cut)})" if cut else ""
+            lines.append(f"cut at max_tokens, {mode}: {len(cut)} of {len(known)}{which}")
+    return "\n".join(lines)
+
+
 def report(outcomes: Sequence[Outcome], heading: str) -> str:
-    """The table, then what the grammar cost in the constrained modes."""
-    costs = grammar_costs(outcomes)
-    return table(outcomes, heading) + (f"\n\n{costs}" if costs else "")
+    """The table, then what the grammar cost in the constrained modes and how many answers hit the token limit."""
+    extra = [part for part in (grammar_costs(outcomes), length_cuts(outcomes)) if part]
+    return "\n\n".join([table(outcomes, heading), *extra])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from bench.bfcl import (
     check_rules,
     grammar_costs,
     leaked,
+    length_cuts,
     load_answers,
     parse_args,
     parse_modes,
@@ -179,6 +180,18 @@ def test_grammar_costs_per_constrained_mode() -> None:
         "the model's median); median cached 0.010 ms (1 requests, 0.000% of the model's median); model median 4.0 s"
     )
     assert grammar_costs(outcomes[:1]) == ""
+
+
+def test_answers_cut_at_the_token_limit_are_counted_per_mode() -> None:
+    def ended(mode: str, number: int, finish: str | None) -> Outcome:
+        return replace(outcome(mode, "parallel", True, False, 1.0), id=f"parallel_{number}", finish=finish)
+
+    outcomes = [ended("pythonic", 1, "stop"), ended("pythonic", 2, "length"), ended("prompt", 3, "tool_calls")]
+    assert length_cuts(outcomes).splitlines() == [
+        "cut at max_tokens, pythonic: 1 of 2 (parallel_2)",
+        "cut at max_tokens, prompt: 0 of 1",
+    ]
+    assert length_cuts([ended("old", 4, None)]) == ""  # answer files written before finish was recorded
 
 
 def test_report_reads_answer_files_back(tmp_path: Path) -> None:
