@@ -38,7 +38,14 @@ def stems(text: str) -> set[str]:
     """The comparable words of ``text``: camelCase and snake_case split, lower case, short and
     common words left out, each cut to its first ``_STEM`` letters."""
     words = (w.lower() for w in _WORD.findall(text))
-    return {w[:_STEM] for w in words if len(w) > 2 and w not in _STOPWORDS}
+    return {_stem(w) for w in words if len(w) > 2 and w not in _STOPWORDS}
+
+
+def _stem(word: str) -> str:
+    """A plural's ``s`` off ("tests" ~ "test"), then the first ``_STEM`` letters."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return word[:_STEM]
 
 
 def _tool_words(tool: ToolSpec) -> tuple[set[str], set[str]]:

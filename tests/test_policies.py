@@ -448,6 +448,18 @@ async def test_budget_keeps_priority_then_recent_then_request_order(start_proxy,
     assert actions(proxy) == {"max_tools": 1}
 
 
+async def test_relevance_order_lists_and_keeps_first_the_tools_the_task_points_at(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=rules("hermes", max_tools=2, tool_order="relevance"))
+    fake_upstream.script(call_reply("hermes", "run_tests", {"target": "tests"}))
+    result = await ask(proxy, History().messages)
+    system = fake_upstream.requests[-1]["messages"][0]["content"]
+    # "The test suite fails ..." points at run_tests; the budget's second place goes by request order.
+    assert system.index("Run pytest on a file or folder.") < system.index("Read a UTF-8 file of the repository.")
+    assert "Search the code" not in system
+    assert_call(result, "run_tests", {"target": "tests"})
+    assert actions(proxy) == {"max_tools": 1}
+
+
 async def test_budget_fills_up_in_request_order(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=rules(max_tools=2))
     fake_upstream.script(call_reply("native", "search_code", {"query": "parse_dates"}))

@@ -38,6 +38,8 @@ def test_the_tool_the_request_is_about_comes_first() -> None:
 def test_words_are_split_and_compared_by_their_stem() -> None:
     assert {"weathe", "foreca"} <= stems("getWeatherForecast")
     assert "lawsui" in stems("lawsuits") & stems("lawsuit_details")
+    assert stems("the tests") == stems("test") == {"test"}  # a plural's s comes off before the cut
+    assert stems("glass bus") == {"glass", "bus"}
     assert stems("the and of to 42 a") == set()
 
 
