@@ -6,7 +6,9 @@ messages). Small models describe it anyway, in inline code: "the result is retur
 `<tool_response>` element" (BFCL through hermes and morph_xml). The formats keep a backticked tag as
 text by design (a user may ask about a tag), so the mention reaches the text path and would show the
 client a piece of toolshim's protocol. ``WrapperMentions`` writes such a span as the plain name,
-`` `tool_response` ``: the sentence still reads and no markup remains.
+`` `tool_response` ``: the sentence still reads and no markup remains. The empty pair the instructions
+name ("inside <tool_response></tool_response> tags") is renamed without backticks too: a model that
+paraphrases that sentence in prose (BFCL irrelevance_98, pythonic) writes it bare.
 
 Linear: each ``feed`` looks at the new text plus at most one span's length held from before.
 """
@@ -17,7 +19,13 @@ from .formats._hermes_markup import RESPONSE, RESPONSE_END
 from .formats._text import partial_marker_len
 
 _NAME = RESPONSE.strip("<>")
-_SPANS = {f"`{RESPONSE}`": f"`{_NAME}`", f"`{RESPONSE_END}`": f"`{_NAME}`"}
+_PAIR = RESPONSE + RESPONSE_END  # the instructions' own "<tool_response></tool_response> tags", quoted in prose
+_SPANS = {  # longest first: a backticked pair is one span, not a pair inside backticks
+    f"`{_PAIR}`": f"`{_NAME}`",
+    f"`{RESPONSE}`": f"`{_NAME}`",
+    f"`{RESPONSE_END}`": f"`{_NAME}`",
+    _PAIR: _NAME,
+}
 _LONGEST = max(map(len, _SPANS))
 
 
@@ -31,10 +39,11 @@ class WrapperMentions:
 
     def feed(self, text: str) -> str:
         text = self._held + text
-        if "`<" in text:
+        if RESPONSE in text or RESPONSE_END in text:
             for span, name in _SPANS.items():
                 text = text.replace(span, name)
-        keep = partial_marker_len(text, _SPANS) if "`" in text[-_LONGEST:] else 0
+        tail = text[-_LONGEST:]
+        keep = partial_marker_len(text, _SPANS) if "`" in tail or "<" in tail else 0
         self._held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]
 

@@ -24,6 +24,13 @@ SEEN = [  # BFCL answers through toolshim (2026-11-26): the call was made, then 
     ("Close it with `</tool_response>`, then `<b>` stays.", "Close it with `tool_response`, then `<b>` stays."),
     ("Ends mid-span: `<tool_resp", "Ends mid-span: `<tool_resp"),
     ("No code: ``<tool_response>`` and `x` `<tool_response>`", "No code: ``tool_response`` and `x` `tool_response`"),
+    (  # BFCL irrelevance_98 through pythonic+constrained: the instructions' sentence paraphrased in prose
+        "This tool calculates the total time. The result is returned inside <tool_response></tool_response> tags.",
+        "This tool calculates the total time. The result is returned inside tool_response tags.",
+    ),
+    ("The pair `<tool_response></tool_response>` in code.", "The pair `tool_response` in code."),
+    ("Ends mid-pair: <tool_response></tool_resp", "Ends mid-pair: <tool_response></tool_resp"),
+    ("Other tags stay: <b></b> and <tool_response> alone", "Other tags stay: <b></b> and <tool_response> alone"),
 ]
 
 
@@ -53,12 +60,25 @@ def test_the_echo_filter_renames_it_on_its_way() -> None:
     assert echo.feed(text[:30]) + echo.feed(text[30:]) + echo.flush() == "It is printed in the `tool_response` block."
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "morph_xml", "pythonic"])
+CUT_AT_A_RESULT = {"hermes", "morph_xml"}  # their own result tag: a model writing one invents a result
+CLIENT_SEES = [
+    ("It is sunny. The result came back in the `<tool_response>` tag.", "the `tool_response` tag."),
+    ("It is sunny. The result is returned inside <tool_response></tool_response> tags.", "tool_response tags."),
+]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "morph_xml", "pythonic", "react", "xml", "caret"])
 @pytest.mark.parametrize("stream", [False, True])
-async def test_the_client_gets_no_wrapper_tag(start_proxy, fake_upstream, fmt: str, stream: bool) -> None:
+@pytest.mark.parametrize(("said", "ending"), CLIENT_SEES)
+async def test_the_client_gets_no_wrapper_tag(
+    start_proxy, fake_upstream, fmt: str, stream: bool, said: str, ending: str
+) -> None:
     proxy = await start_proxy(models=emulated(fmt))
-    said = "It is sunny. The result came back in the `<tool_response>` tag."
     fake_upstream.script(Reply(pieces=text_stream([said[:40], said[40:]])))
     result = await ask(proxy, stream)
     content = result["choices"][0]["message"]["content"]
-    assert content.strip() == "It is sunny. The result came back in the `tool_response` tag."
+    assert "<tool_response>" not in content and "</tool_response>" not in content
+    if fmt in CUT_AT_A_RESULT and "`" not in said:  # the tag mid-line is an invented result: the turn ends there
+        assert content.strip() == "It is sunny. The result is returned inside"
+    else:
+        assert content.strip().startswith("It is sunny.") and content.strip().endswith(ending)
