@@ -52,7 +52,7 @@ def _tool_words(tool: ToolSpec) -> tuple[set[str], set[str]]:
     """(name words, other words): the name, then the description and parameter names."""
     props = tool.parameters.get("properties")
     params = " ".join(props) if isinstance(props, Mapping) else ""
-    name = stems(tool.name.replace("_", " ").replace(".", " ").replace("-", " "))
+    name = stems(tool.name)  # _WORD splits at "_", ".", "-" and camelCase
     return name, stems(f"{tool.description} {params}") | name
 
 
