@@ -30,7 +30,7 @@ _STOPWORDS = frozenset(
     "the and for with from that this what which who whom whose when where how are was were will would "
     "can could should you your our their its his her they them there here into onto about than then "
     "also only just all any each some such give get find tell show want need like make use using used "
-    "please help note provided function python syntax default value type optional required given".split()
+    "please help function default value type optional required given".split()
 )
 
 

@@ -62,6 +62,11 @@ def test_a_word_every_tool_carries_does_not_decide() -> None:
     assert names(ranked(tools, "What is the population of the city of Lyon?"))[0] == "city_population"
 
 
+def test_a_language_name_in_the_request_counts() -> None:
+    tools = [tool("run_shell", "Run a shell command."), tool("run_python", "Run Python code and return its output.")]
+    assert names(ranked(tools, "Use Python to compute the mean of 3, 5 and 9"))[0] == "run_python"
+
+
 def test_a_word_in_the_name_outweighs_one_in_a_description() -> None:
     tools = [tool("send_email", "Send a message; can attach a flight ticket."), tool("book_flight", "Book a trip.")]
     assert names(ranked(tools, "I need a flight to Rome"))[0] == "book_flight"
