@@ -27,6 +27,7 @@ _SPANS = {  # longest first: a backticked pair is one span, not a pair inside ba
     _PAIR: _NAME,
 }
 _LONGEST = max(map(len, _SPANS))
+_IN_EVERY_SPAN = _NAME + ">"  # one substring test tells whether any span can be in the text
 
 
 class WrapperMentions:
@@ -39,7 +40,7 @@ class WrapperMentions:
 
     def feed(self, text: str) -> str:
         text = self._held + text
-        if RESPONSE in text or RESPONSE_END in text:
+        if _IN_EVERY_SPAN in text:
             for span, name in _SPANS.items():
                 text = text.replace(span, name)
         tail = text[-_LONGEST:]
