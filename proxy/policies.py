@@ -8,6 +8,8 @@ instruction, so native and emulated modes both stop calling tools and the histor
 * consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
 * repeated identical calls ``max_repeated_calls`` (default 3), since the last user message
 * consecutive tool errors  ``max_consecutive_tool_errors`` (default 3), ``tool_error_pattern``
+* unrelated first request  ``offer_tools: "when_related"``: tool_choice "none" when the conversation's
+                           only user message shares no word with any tool (toolrank.shares_words)
 * tool budget              ``max_tools`` with ``tool_priority``, then recent use, then request order
 * tool output limits       ``max_tool_output_chars``, ``max_total_tool_output_chars``,
                            ``tool_output_limits`` (per tool name)
@@ -25,7 +27,7 @@ from typing import Any
 from .formats import ToolChoice
 from .formats.history import content_text, merge_system_prompt
 from .rules import ModelRule
-from .toolrank import first_user_text, ranked
+from .toolrank import first_user_text, ranked, shares_words
 from .turn import ChatTurn, tool_name
 
 Message = Mapping[str, Any]
@@ -49,6 +51,9 @@ def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
             policy, instruction = reason
             result.turn = _withdraw_tools(result.turn, instruction)
             result.actions.append(policy)
+    if rule.offer_tools == "when_related" and unrelated_first_request(result.turn):
+        result.turn = replace(result.turn.with_tool_choice(ToolChoice("none")), parallel=None)
+        result.actions.append("offer_tools")
     if rule.max_tools and len(result.turn.tool_defs) > rule.max_tools:
         result.turn = _limit_tools(result.turn, rule)
         result.actions.append("max_tools")
@@ -170,6 +175,31 @@ def _withdraw_tools(turn: ChatTurn, instruction: str) -> ChatTurn:
     """``tool_choice: "none"`` for this turn plus the instruction; the tools stay, so the history stays valid."""
     withdrawn = replace(turn.with_tool_choice(ToolChoice("none")), parallel=None)
     return withdrawn.with_messages(merge_system_prompt(list(turn.messages), instruction))
+
+
+# ---- unrelated first request -------------------------------------------------------------------
+
+_OPENING_ROLES = frozenset({"system", "developer", "user"})
+
+
+def unrelated_first_request(turn: ChatTurn) -> bool:
+    """A conversation's first turn (one user message, nothing from the assistant or a tool yet), the
+    choice left to the model, and no word of the request (the user message with any system or
+    developer message) in any offered tool's name, description or parameter names.
+
+    A small model offered tools calls one even when none fits (BFCL irrelevance: invented arguments);
+    a request with no word in common with any tool is rarely for one. Only the first turn: a reply
+    like "yes, do it" names no tool either, and once the conversation has begun the tools stay. A
+    system prompt counts as part of the request, so an application that describes its tools' domain
+    there is never gated."""
+    if turn.choice.mode != "auto" or not turn.tools:
+        return False
+    if any(m.get("role") not in _OPENING_ROLES for m in turn.messages):
+        return False
+    if sum(m.get("role") == "user" for m in turn.messages) != 1:
+        return False
+    request = "\n".join(content_text(m.get("content")) for m in turn.messages)
+    return shares_words(turn.tools, request) is False
 
 
 # ---- tool budget ------------------------------------------------------------------------------

@@ -460,6 +460,58 @@ async def test_relevance_order_lists_and_keeps_first_the_tools_the_task_points_a
     assert actions(proxy) == {"max_tools": 1}
 
 
+UNRELATED = "Who wrote the novel Pride and Prejudice?"  # no word of any tool's name, description or parameters
+
+
+@pytest.mark.parametrize("mode", ["native", "hermes", "pythonic"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unrelated_first_request_is_answered_without_tools(
+    start_proxy, fake_upstream, mode: str, stream: bool
+) -> None:
+    proxy = await start_proxy(models=rules(mode, offer_tools="when_related"))
+    fake_upstream.script(text_reply(mode, stream, "Jane Austen."))
+    result = await ask(proxy, [{"role": "user", "content": UNRELATED}], stream, parallel_tool_calls=True)
+    body = fake_upstream.requests[-1]
+    if mode == "native":
+        assert body["tool_choice"] == "none" and body["tools"] == TOOLS and "parallel_tool_calls" not in body
+    else:
+        assert not set(TOOL_FIELDS) & set(body) and "stop" not in body and "grammar" not in body
+        assert not any(d in json.dumps(body["messages"]) for d in DESCRIPTIONS), "tool instructions were sent"
+    assert_answer(result, "Jane Austen.")
+    assert actions(proxy) == {"offer_tools": 1}
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "Show me the code of parse_dates."}],  # "code": search_code's description
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": UNRELATED}],  # "repository": read_file
+        [
+            {"role": "user", "content": UNRELATED},
+            {"role": "assistant", "content": "Jane Austen."},
+            {"role": "user", "content": "Fine, go on."},
+        ],  # the conversation has begun
+    ],
+    ids=["related", "system-prompt-related", "later-turn"],
+)
+async def test_a_related_or_later_request_keeps_the_tools(start_proxy, fake_upstream, messages) -> None:
+    proxy = await start_proxy(models=rules("hermes", offer_tools="when_related"))
+    fake_upstream.script(call_reply("hermes", "search_code", {"query": "parse_dates"}))
+    result = await ask(proxy, messages)
+    assert all(d in fake_upstream.requests[-1]["messages"][0]["content"] for d in DESCRIPTIONS)
+    assert_call(result, "search_code", {"query": "parse_dates"})
+    assert actions(proxy) == {}
+
+
+async def test_tools_are_offered_to_any_request_by_default(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=rules("hermes"))
+    fake_upstream.script(call_reply("hermes", "search_code", {"query": "Pride and Prejudice"}))
+    result = await ask(proxy, [{"role": "user", "content": UNRELATED}])
+    assert all(d in fake_upstream.requests[-1]["messages"][0]["content"] for d in DESCRIPTIONS)
+    assert_call(result, "search_code", {"query": "Pride and Prejudice"})
+    assert actions(proxy) == {}
+
+
 async def test_budget_fills_up_in_request_order(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=rules(max_tools=2))
     fake_upstream.script(call_reply("native", "search_code", {"query": "parse_dates"}))
@@ -967,3 +1019,43 @@ def test_budget_survives_any_tool_choice(choice: Any) -> None:
     )
     assert actions == ["max_tools"] and body["tools"] == TOOLS[:2]
     assert body["tool_choice"] == choice
+
+
+@pytest.mark.parametrize(
+    ("body", "gated"),
+    [
+        ({"messages": [{"role": "user", "content": UNRELATED}]}, True),
+        ({"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": UNRELATED}]}, True),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": UNRELATED}]}]}, True),
+        ({"messages": [{"role": "user", "content": UNRELATED}], "tool_choice": "auto"}, True),
+        ({"messages": [{"role": "user", "content": UNRELATED}], "tool_choice": "required"}, False),
+        ({"messages": [{"role": "user", "content": UNRELATED}], "tool_choice": "none"}, False),
+        (
+            {
+                "messages": [{"role": "user", "content": UNRELATED}],
+                "tool_choice": {"type": "function", "function": {"name": "git_diff"}},
+            },
+            False,
+        ),
+        ({"messages": [{"role": "user", "content": "谁写了《傲慢与偏见》"}]}, False),  # no word to judge by
+        ({"messages": [{"role": "user", "content": "Run the tests."}]}, False),
+        ({"messages": [{"role": "user", "content": UNRELATED}, {"role": "user", "content": "Thanks."}]}, False),
+        ({"messages": History(UNRELATED).call("git_diff", {}, "").messages[1:]}, False),  # no system prompt
+    ],
+)
+def test_offer_tools_when_related_gates_only_an_unrelated_first_request(body: dict[str, Any], gated: bool) -> None:
+    actions, sent = run_policies(
+        {**body, "tools": TOOLS, "parallel_tool_calls": True}, rule(offer_tools="when_related")
+    )
+    assert actions == (["offer_tools"] if gated else [])
+    if gated:
+        assert sent["tool_choice"] == "none" and sent["tools"] == TOOLS and "parallel_tool_calls" not in sent
+    assert run_policies({**body, "tools": TOOLS}, rule())[0] == [], "off by default"
+
+
+def test_an_unrelated_request_without_tools_or_legacy_functions() -> None:
+    messages = [{"role": "user", "content": UNRELATED}]
+    assert run_policies({"messages": messages}, rule(offer_tools="when_related"))[0] == []
+    functions = [t["function"] for t in TOOLS]
+    actions, body = run_policies({"messages": messages, "functions": functions}, rule(offer_tools="when_related"))
+    assert actions == ["offer_tools"] and body["function_call"] == "none" and "tool_choice" not in body

@@ -9,7 +9,7 @@ from toolshim.formats import ToolSpec, get_format
 from toolshim.policies import apply_policies
 from toolshim.rewrite import build_plan
 from toolshim.rules import ModelRule
-from toolshim.toolrank import first_user_text, ranked, stems
+from toolshim.toolrank import first_user_text, ranked, shares_words, stems
 from toolshim.turn import ChatTurn
 
 
@@ -70,6 +70,16 @@ def test_a_language_name_in_the_request_counts() -> None:
 def test_a_word_in_the_name_outweighs_one_in_a_description() -> None:
     tools = [tool("send_email", "Send a message; can attach a flight ticket."), tool("book_flight", "Book a trip.")]
     assert names(ranked(tools, "I need a flight to Rome"))[0] == "book_flight"
+
+
+def test_shares_words_says_whether_a_request_is_related_to_any_tool() -> None:
+    assert shares_words(LAWSUITS, "Any lawsuit against Tesla?") is True  # "lawsuits" in a description
+    assert shares_words(LAWSUITS, "What is the probability of rain?") is True
+    assert shares_words(LAWSUITS, "Who painted the Mona Lisa?") is False
+    # no comparable word: no judgement (a greeting, another script)
+    assert shares_words(LAWSUITS, "hi") is None
+    assert shares_words(LAWSUITS, "谁画了蒙娜丽莎") is None
+    assert shares_words([], "Who painted the Mona Lisa?") is False
 
 
 def test_first_user_text_reads_strings_and_text_parts() -> None:
