@@ -185,7 +185,7 @@ _OPENING_ROLES = frozenset({"system", "developer", "user"})
 def unrelated_first_request(turn: ChatTurn) -> bool:
     """A conversation's first turn (one user message, nothing from the assistant or a tool yet), the
     choice left to the model, and no word of the request (the user message with any system or
-    developer message) in any offered tool's name, description or parameter names.
+    developer message) in anything the model is told about any offered tool (toolrank.shares_words).
 
     A small model offered tools calls one even when none fits (BFCL irrelevance: invented arguments);
     a request with no word in common with any tool is rarely for one. Only the first turn: a reply

@@ -82,6 +82,26 @@ def test_shares_words_says_whether_a_request_is_related_to_any_tool() -> None:
     assert shares_words([], "Who painted the Mona Lisa?") is False
 
 
+def test_shares_words_reads_what_the_schema_tells_the_model() -> None:
+    service = ToolSpec(
+        "find_provider",
+        "Find a provider near a city.",
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City and state, e.g. 'Santa Rosa, CA'"},
+                "kind": {"type": "string", "enum": ["Psychologist", "Dentist"]},
+                "filters": {"type": "array", "items": {"type": "object", "properties": {"insurance": {}}}},
+            },
+        },
+    )
+    assert shares_words([service], "I need a psychologist.") is True  # an enum value
+    assert shares_words([service], "Anyone near Santa Rosa?") is True  # a parameter's description
+    assert shares_words([service], "Which ones take my insurance?") is True  # a nested property's name
+    # JSON Schema's own words ("string", "object", "array", "type") are not the tool's words
+    assert shares_words([service], "What type of object is a string array?") is False
+
+
 def test_first_user_text_reads_strings_and_text_parts() -> None:
     parts = [{"type": "text", "text": "weather"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text"}]
     with_parts = [{"role": "system", "content": "s"}, {"role": "user", "content": parts}]
