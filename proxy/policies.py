@@ -52,7 +52,7 @@ def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
             result.turn = _withdraw_tools(result.turn, instruction)
             result.actions.append(policy)
     if rule.offer_tools == "when_related" and unrelated_first_request(result.turn):
-        result.turn = replace(result.turn.with_tool_choice(ToolChoice("none")), parallel=None)
+        result.turn = _tool_choice_none(result.turn)
         result.actions.append("offer_tools")
     if rule.max_tools and len(result.turn.tool_defs) > rule.max_tools:
         result.turn = _limit_tools(result.turn, rule)
@@ -173,8 +173,12 @@ def trailing_tool_errors(messages: Sequence[Message], pattern: str) -> int:
 
 def _withdraw_tools(turn: ChatTurn, instruction: str) -> ChatTurn:
     """``tool_choice: "none"`` for this turn plus the instruction; the tools stay, so the history stays valid."""
-    withdrawn = replace(turn.with_tool_choice(ToolChoice("none")), parallel=None)
-    return withdrawn.with_messages(merge_system_prompt(list(turn.messages), instruction))
+    return _tool_choice_none(turn).with_messages(merge_system_prompt(list(turn.messages), instruction))
+
+
+def _tool_choice_none(turn: ChatTurn) -> ChatTurn:
+    """The turn with ``tool_choice: "none"`` and no ``parallel_tool_calls`` (meaningless without calls)."""
+    return replace(turn.with_tool_choice(ToolChoice("none")), parallel=None)
 
 
 # ---- unrelated first request -------------------------------------------------------------------

@@ -93,7 +93,7 @@ def shares_words(tools: Sequence[ToolSpec], request: str) -> bool | None:
     if not asked:
         return None
     return any(
-        _tool_words(tool)[1] & asked or stems(" ".join(_schema_texts(tool.parameters))) & asked for tool in tools
+        stems(" ".join((tool.name, tool.description, *_schema_texts(tool.parameters)))) & asked for tool in tools
     )
 
 
