@@ -8,8 +8,9 @@ instruction, so native and emulated modes both stop calling tools and the histor
 * consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
 * repeated identical calls ``max_repeated_calls`` (default 3), since the last user message
 * consecutive tool errors  ``max_consecutive_tool_errors`` (default 3), ``tool_error_pattern``
-* unrelated first request  ``offer_tools: "when_related"``: tool_choice "none" when the conversation's
-                           only user message shares no word with any tool (toolrank.shares_words)
+* unrelated first request  ``offer_tools``: the conversation's opening request goes with tool_choice
+                           "none" when it shares no word with any tool ("when_related", "related"), and
+                           without the tools it shares no word with ("related"; toolrank.related_tools)
 * tool budget              ``max_tools`` with ``tool_priority``, then recent use, then request order
 * tool output limits       ``max_tool_output_chars``, ``max_total_tool_output_chars``,
                            ``tool_output_limits`` (per tool name)
@@ -27,7 +28,7 @@ from typing import Any
 from .formats import ToolChoice
 from .formats.history import content_text, merge_system_prompt
 from .rules import ModelRule
-from .toolrank import first_user_text, ranked, shares_words
+from .toolrank import first_user_text, ranked, related_tools
 from .turn import ChatTurn, tool_name
 
 Message = Mapping[str, Any]
@@ -51,9 +52,11 @@ def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
             policy, instruction = reason
             result.turn = _withdraw_tools(result.turn, instruction)
             result.actions.append(policy)
-    if rule.offer_tools == "when_related" and unrelated_first_request(result.turn):
-        result.turn = _tool_choice_none(result.turn)
-        result.actions.append("offer_tools")
+    if rule.offer_tools != "always":
+        offered = _offer_related_tools(result.turn, trim=rule.offer_tools == "related")
+        if offered is not None:
+            result.turn = offered
+            result.actions.append("offer_tools")
     if rule.max_tools and len(result.turn.tool_defs) > rule.max_tools:
         result.turn = _limit_tools(result.turn, rule)
         result.actions.append("max_tools")
@@ -186,24 +189,41 @@ def _tool_choice_none(turn: ChatTurn) -> ChatTurn:
 _OPENING_ROLES = frozenset({"system", "developer", "user"})
 
 
-def unrelated_first_request(turn: ChatTurn) -> bool:
-    """A conversation's first turn (one user message, nothing from the assistant or a tool yet), the
-    choice left to the model, and no word of the request (the user message with any system or
-    developer message) in anything the model is told about any offered tool (toolrank.shares_words).
+def _offer_related_tools(turn: ChatTurn, trim: bool) -> ChatTurn | None:
+    """The opening request with only the tools it is related to (toolrank.related_tools): with
+    ``tool_choice: "none"`` when it is related to none, and with ``trim`` without the tools it shares
+    no word with. ``None``: the turn stays as it is (not an opening request, or nothing to judge).
 
-    A small model offered tools calls one even when none fits (BFCL irrelevance: invented arguments);
-    a request with no word in common with any tool is rarely for one. Only the first turn: a reply
-    like "yes, do it" names no tool either, and once the conversation has begun the tools stay. A
-    system prompt counts as part of the request, so an application that describes its tools' domain
-    there is never gated."""
+    A small model offered tools calls one even when none fits (BFCL irrelevance: invented arguments),
+    and among several it calls the unrelated ones too (BFCL multiple: a lawsuit search after the
+    protein sequence asked for); a tool that shares no word with the request is rarely the one asked for."""
+    request = _opening_request(turn)
+    related = None if request is None else related_tools(turn.tools, request)
+    if related is None or all(related):
+        return None
+    if not any(related):
+        return _tool_choice_none(turn)
+    if not trim:
+        return None
+    unrelated = {spec.name for spec, wanted in zip(turn.tools, related, strict=True) if not wanted}
+    return turn.with_tool_defs(d for d in turn.tool_defs if tool_name(d) not in unrelated)
+
+
+def _opening_request(turn: ChatTurn) -> str | None:
+    """The request of a conversation's first turn (its one user message with any system or developer
+    message; nothing from the assistant or a tool yet) that offers tools and leaves the choice to the
+    model; ``None`` for any other turn.
+
+    Only the first turn: a reply like "yes, do it" names no tool either, and once the conversation has
+    begun the tools stay. A system prompt counts as part of the request, so an application that
+    describes its tools' domain there keeps them."""
     if turn.choice.mode != "auto" or not turn.tools:
-        return False
+        return None
     if any(m.get("role") not in _OPENING_ROLES for m in turn.messages):
-        return False
+        return None
     if sum(m.get("role") == "user" for m in turn.messages) != 1:
-        return False
-    request = "\n".join(content_text(m.get("content")) for m in turn.messages)
-    return shares_words(turn.tools, request) is False
+        return None
+    return "\n".join(content_text(m.get("content")) for m in turn.messages)
 
 
 # ---- tool budget ------------------------------------------------------------------------------

@@ -120,9 +120,10 @@ class ModelRule(_Strict):
     # the order the prompt lists the tools in: as the client sent them, or those the conversation's
     # first user message points at first (toolrank.py: a small model calls the tools in listed order)
     tool_order: Literal["request", "relevance"] = "request"
-    # "when_related": the first turn of a conversation whose user message shares no word with any tool
-    # goes to the model with tool_choice "none" (policies.py: a small model calls an unrelated tool)
-    offer_tools: Literal["always", "when_related"] = "always"
+    # the first turn of a conversation (policies.py: a small model calls unrelated tools): "when_related"
+    # sends a request that shares no word with any tool with tool_choice "none"; "related" does too and
+    # offers a request only the tools it shares a word with
+    offer_tools: Literal["always", "when_related", "related"] = "always"
     thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
     # constrained decoding of emulated calls (constraint.py): "auto" where the upstream has a
     # constraint_dialect, true (the upstream must have one), false never

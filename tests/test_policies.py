@@ -503,6 +503,25 @@ async def test_a_related_or_later_request_keeps_the_tools(start_proxy, fake_upst
     assert actions(proxy) == {}
 
 
+@pytest.mark.parametrize(
+    ("mode", "stream"), [("native", False), ("hermes", False), ("hermes", True), ("pythonic", True)]
+)
+async def test_an_opening_request_is_offered_only_the_tools_it_is_related_to(
+    start_proxy, fake_upstream, mode: str, stream: bool
+) -> None:
+    proxy = await start_proxy(models=rules(mode, offer_tools="related"))
+    fake_upstream.script(call_reply(mode, "run_tests", {"target": "tests"}))
+    result = await ask(proxy, RUN_THE_TESTS, stream, parallel_tool_calls=True)
+    body = fake_upstream.requests[-1]
+    if mode == "native":
+        assert names(body["tools"]) == ["run_tests"] and body["parallel_tool_calls"] is True
+    else:
+        sent = json.dumps(body["messages"])
+        assert [d for d in DESCRIPTIONS if d in sent] == ["Run pytest on a file or folder."]
+    assert_call(result, "run_tests", {"target": "tests"})
+    assert actions(proxy) == {"offer_tools": 1}
+
+
 async def test_tools_are_offered_to_any_request_by_default(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=rules("hermes"))
     fake_upstream.script(call_reply("hermes", "search_code", {"query": "Pride and Prejudice"}))
@@ -1043,14 +1062,57 @@ def test_budget_survives_any_tool_choice(choice: Any) -> None:
         ({"messages": History(UNRELATED).call("git_diff", {}, "").messages[1:]}, False),  # no system prompt
     ],
 )
-def test_offer_tools_when_related_gates_only_an_unrelated_first_request(body: dict[str, Any], gated: bool) -> None:
-    actions, sent = run_policies(
-        {**body, "tools": TOOLS, "parallel_tool_calls": True}, rule(offer_tools="when_related")
-    )
-    assert actions == (["offer_tools"] if gated else [])
+@pytest.mark.parametrize("offer", ["when_related", "related"])
+def test_offer_tools_gates_only_an_unrelated_first_request(body: dict[str, Any], gated: bool, offer: str) -> None:
+    actions, sent = run_policies({**body, "tools": TOOLS, "parallel_tool_calls": True}, rule(offer_tools=offer))
     if gated:
-        assert sent["tool_choice"] == "none" and sent["tools"] == TOOLS and "parallel_tool_calls" not in sent
+        assert actions == ["offer_tools"] and sent["tool_choice"] == "none" and sent["tools"] == TOOLS
+        assert "parallel_tool_calls" not in sent
+    else:
+        assert sent.get("tool_choice") == body.get("tool_choice")
+        assert offer == "related" or (actions == [] and sent["tools"] == TOOLS)
     assert run_policies({**body, "tools": TOOLS}, rule())[0] == [], "off by default"
+
+
+RUN_THE_TESTS = [{"role": "user", "content": "Run the tests."}]  # only run_tests shares a word ("run", "test")
+
+
+def test_offer_tools_related_offers_an_opening_request_only_the_tools_it_shares_words_with() -> None:
+    body = {"messages": RUN_THE_TESTS, "tools": TOOLS, "parallel_tool_calls": True}
+    actions, sent = run_policies(body, rule(offer_tools="related"))
+    assert actions == ["offer_tools"] and names(sent["tools"]) == ["run_tests"]
+    assert "tool_choice" not in sent and sent["parallel_tool_calls"] is True
+    assert run_policies(body, rule(offer_tools="when_related")) == ([], run_policies(body, rule())[1])
+    # several related tools keep the client's order; a request related to every tool keeps them all
+    actions, sent = run_policies(
+        {**body, "messages": [{"role": "user", "content": "Read the file."}]}, rule(offer_tools="related")
+    )
+    assert names(sent["tools"]) == ["read_file", "run_tests", "write_file"]  # "Run pytest on a file..."
+    every = " ".join(DESCRIPTIONS)
+    assert (
+        run_policies({**body, "messages": [{"role": "user", "content": every}]}, rule(offer_tools="related"))[0] == []
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": RUN_THE_TESTS, "tool_choice": "required"},
+        {"messages": RUN_THE_TESTS, "tool_choice": {"type": "function", "function": {"name": "git_diff"}}},
+        {"messages": [*RUN_THE_TESTS, {"role": "assistant", "content": "Which ones?"}, *RUN_THE_TESTS]},
+        {"messages": History("Run the tests.").call("git_diff", {}, "").messages},
+    ],
+    ids=["required", "named", "later-turn", "tool-history"],
+)
+def test_offer_tools_related_keeps_every_tool_past_the_opening_auto_request(body: dict[str, Any]) -> None:
+    actions, sent = run_policies({**body, "tools": TOOLS}, rule(offer_tools="related"))
+    assert actions == [] and sent["tools"] == TOOLS
+
+
+def test_offer_tools_related_trims_legacy_functions() -> None:
+    functions = [t["function"] for t in TOOLS]
+    actions, body = run_policies({"messages": RUN_THE_TESTS, "functions": functions}, rule(offer_tools="related"))
+    assert actions == ["offer_tools"] and [f["name"] for f in body["functions"]] == ["run_tests"]
 
 
 def test_an_unrelated_request_without_tools_or_legacy_functions() -> None:

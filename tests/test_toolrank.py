@@ -9,7 +9,7 @@ from toolshim.formats import ToolSpec, get_format
 from toolshim.policies import apply_policies
 from toolshim.rewrite import build_plan
 from toolshim.rules import ModelRule
-from toolshim.toolrank import first_user_text, ranked, shares_words, stems
+from toolshim.toolrank import first_user_text, ranked, related_tools, stems
 from toolshim.turn import ChatTurn
 
 
@@ -72,17 +72,19 @@ def test_a_word_in_the_name_outweighs_one_in_a_description() -> None:
     assert names(ranked(tools, "I need a flight to Rome"))[0] == "book_flight"
 
 
-def test_shares_words_says_whether_a_request_is_related_to_any_tool() -> None:
-    assert shares_words(LAWSUITS, "Any lawsuit against Tesla?") is True  # "lawsuits" in a description
-    assert shares_words(LAWSUITS, "What is the probability of rain?") is True
-    assert shares_words(LAWSUITS, "Who painted the Mona Lisa?") is False
+def test_related_tools_says_which_tools_a_request_shares_words_with() -> None:
+    # "lawsuits" in a description; "probability" in a name and description
+    assert related_tools(LAWSUITS, "Any lawsuit against Tesla?") == [False, False, True, False]
+    assert related_tools(LAWSUITS, "What is the probability of rain?") == [False, False, False, True]
+    assert related_tools(LAWSUITS, "The highest score in this game, and its lawsuits?") == [True, True, True, False]
+    assert related_tools(LAWSUITS, "Who painted the Mona Lisa?") == [False] * 4
     # no comparable word: no judgement (a greeting, another script)
-    assert shares_words(LAWSUITS, "hi") is None
-    assert shares_words(LAWSUITS, "谁画了蒙娜丽莎") is None
-    assert shares_words([], "Who painted the Mona Lisa?") is False
+    assert related_tools(LAWSUITS, "hi") is None
+    assert related_tools(LAWSUITS, "谁画了蒙娜丽莎") is None
+    assert related_tools([], "Who painted the Mona Lisa?") == []
 
 
-def test_shares_words_reads_what_the_schema_tells_the_model() -> None:
+def test_related_tools_reads_what_the_schema_tells_the_model() -> None:
     service = ToolSpec(
         "find_provider",
         "Find a provider near a city.",
@@ -95,11 +97,11 @@ def test_shares_words_reads_what_the_schema_tells_the_model() -> None:
             },
         },
     )
-    assert shares_words([service], "I need a psychologist.") is True  # an enum value
-    assert shares_words([service], "Anyone near Santa Rosa?") is True  # a parameter's description
-    assert shares_words([service], "Which ones take my insurance?") is True  # a nested property's name
+    assert related_tools([service], "I need a psychologist.") == [True]  # an enum value
+    assert related_tools([service], "Anyone near Santa Rosa?") == [True]  # a parameter's description
+    assert related_tools([service], "Which ones take my insurance?") == [True]  # a nested property's name
     # JSON Schema's own words ("string", "object", "array", "type") are not the tool's words
-    assert shares_words([service], "What type of object is a string array?") is False
+    assert related_tools([service], "What type of object is a string array?") == [False]
 
 
 def test_first_user_text_reads_strings_and_text_parts() -> None:
