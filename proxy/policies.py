@@ -196,10 +196,21 @@ def _offer_related_tools(turn: ChatTurn, trim: bool) -> ChatTurn | None:
 
     A small model offered tools calls one even when none fits (BFCL irrelevance: invented arguments),
     and among several it calls the unrelated ones too (BFCL multiple: a lawsuit search after the
-    protein sequence asked for); a tool that shares no word with the request is rarely the one asked for."""
-    request = _opening_request(turn)
-    related = None if request is None else related_tools(turn.tools, request)
-    if related is None or all(related):
+    protein sequence asked for); a tool that shares no word with the request is rarely the one asked for.
+
+    The user's words decide: a user message with no comparable word ("What is 17 * 23 + 4?", a
+    greeting, another script) is not judged. A system or developer prompt only adds to what is
+    related: an application that describes its tools' domain there keeps them."""
+    opening = _opening_request(turn)
+    if opening is None:
+        return None
+    user, system = opening
+    asked = related_tools(turn.tools, user)
+    if asked is None:
+        return None
+    context = related_tools(turn.tools, system) or [False] * len(asked)
+    related = [a or c for a, c in zip(asked, context, strict=True)]
+    if all(related):
         return None
     if not any(related):
         return _tool_choice_none(turn)
@@ -209,21 +220,21 @@ def _offer_related_tools(turn: ChatTurn, trim: bool) -> ChatTurn | None:
     return turn.with_tool_defs(d for d in turn.tool_defs if tool_name(d) not in unrelated)
 
 
-def _opening_request(turn: ChatTurn) -> str | None:
-    """The request of a conversation's first turn (its one user message with any system or developer
-    message; nothing from the assistant or a tool yet) that offers tools and leaves the choice to the
+def _opening_request(turn: ChatTurn) -> tuple[str, str] | None:
+    """(the user message, the system and developer messages) of a conversation's first turn (one user
+    message, nothing from the assistant or a tool yet) that offers tools and leaves the choice to the
     model; ``None`` for any other turn.
 
     Only the first turn: a reply like "yes, do it" names no tool either, and once the conversation has
-    begun the tools stay. A system prompt counts as part of the request, so an application that
-    describes its tools' domain there keeps them."""
+    begun the tools stay."""
     if turn.choice.mode != "auto" or not turn.tools:
         return None
     if any(m.get("role") not in _OPENING_ROLES for m in turn.messages):
         return None
-    if sum(m.get("role") == "user" for m in turn.messages) != 1:
+    users = [content_text(m.get("content")) for m in turn.messages if m.get("role") == "user"]
+    if len(users) != 1:
         return None
-    return "\n".join(content_text(m.get("content")) for m in turn.messages)
+    return users[0], "\n".join(content_text(m.get("content")) for m in turn.messages if m.get("role") != "user")
 
 
 # ---- tool budget ------------------------------------------------------------------------------

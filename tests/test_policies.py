@@ -1057,6 +1057,10 @@ def test_budget_survives_any_tool_choice(choice: Any) -> None:
             False,
         ),
         ({"messages": [{"role": "user", "content": "谁写了《傲慢与偏见》"}]}, False),  # no word to judge by
+        (
+            {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 17 * 23?"}]},
+            False,
+        ),
         ({"messages": [{"role": "user", "content": "Run the tests."}]}, False),
         ({"messages": [{"role": "user", "content": UNRELATED}, {"role": "user", "content": "Thanks."}]}, False),
         ({"messages": History(UNRELATED).call("git_diff", {}, "").messages[1:]}, False),  # no system prompt
@@ -1107,6 +1111,21 @@ def test_offer_tools_related_offers_an_opening_request_only_the_tools_it_shares_
 def test_offer_tools_related_keeps_every_tool_past_the_opening_auto_request(body: dict[str, Any]) -> None:
     actions, sent = run_policies({**body, "tools": TOOLS}, rule(offer_tools="related"))
     assert actions == [] and sent["tools"] == TOOLS
+
+
+def test_offer_tools_related_reads_the_users_words_and_keeps_what_the_system_prompt_points_at() -> None:
+    # "repository" (the system prompt) relates read_file: kept with run_tests, which the user's words point at
+    system = [{"role": "system", "content": SYSTEM}]
+    actions, sent = run_policies({"messages": system + RUN_THE_TESTS, "tools": TOOLS}, rule(offer_tools="related"))
+    assert actions == ["offer_tools"] and names(sent["tools"]) == ["read_file", "run_tests"]
+    # a user message with no word to judge by is not judged, whatever the system prompt's words relate to
+    # ("one": "Show the uncommitted changes in one file." would otherwise keep git_diff alone)
+    casual = [{"role": "system", "content": "Answer in one short sentence."}, {"role": "user", "content": "17 * 23?"}]
+    tools = [*TOOLS[:5], _tool("git_diff", "Show the uncommitted changes in one file.")]
+    assert run_policies({"messages": casual, "tools": tools}, rule(offer_tools="related")) == (
+        [],
+        run_policies({"messages": casual, "tools": tools}, rule())[1],
+    )
 
 
 def test_offer_tools_related_trims_legacy_functions() -> None:
