@@ -204,13 +204,8 @@ def _offer_related_tools(turn: ChatTurn, trim: bool) -> ChatTurn | None:
     opening = _opening_request(turn)
     if opening is None:
         return None
-    user, system = opening
-    asked = related_tools(turn.tools, user)
-    if asked is None:
-        return None
-    context = related_tools(turn.tools, system) or [False] * len(asked)
-    related = [a or c for a, c in zip(asked, context, strict=True)]
-    if all(related):
+    related = related_tools(turn.tools, *opening)
+    if related is None or all(related):
         return None
     if not any(related):
         return _tool_choice_none(turn)

@@ -84,17 +84,19 @@ def ranked(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
     return [tools[i] for i in order]
 
 
-def related_tools(tools: Sequence[ToolSpec], request: str) -> list[bool] | None:
-    """For each tool, whether ``request`` shares a word with anything the model is told about it: its
-    name, description, and its parameters' names, descriptions and string enum values at any depth.
-    ``None`` when the request has no comparable word (a greeting, another script): no judgement.
+def related_tools(tools: Sequence[ToolSpec], request: str, context: str = "") -> list[bool] | None:
+    """For each tool, whether ``request`` (or ``context``, a system prompt: it only adds) shares a word
+    with anything the model is told about it: its name, description, and its parameters' names,
+    descriptions and string enum values at any depth. ``None`` when ``request`` has no comparable word
+    (a greeting, another script, arithmetic): no judgement, whatever ``context`` says.
 
     Wider than the ranking's words: a word only a parameter's description or enum carries
     ("psychologist" among a service type's values) still relates the request to the tool."""
     asked = stems(request)
     if not asked:
         return None
-    return [bool(_told_about(tool) & asked) for tool in tools]
+    words = asked | stems(context)
+    return [bool(_told_about(tool) & words) for tool in tools]
 
 
 def _told_about(tool: ToolSpec) -> set[str]:

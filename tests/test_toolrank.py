@@ -82,6 +82,9 @@ def test_related_tools_says_which_tools_a_request_shares_words_with() -> None:
     assert related_tools(LAWSUITS, "hi") is None
     assert related_tools(LAWSUITS, "谁画了蒙娜丽莎") is None
     assert related_tools([], "Who painted the Mona Lisa?") == []
+    # a system prompt (context) only adds; it never makes a request with no comparable word judged
+    assert related_tools(LAWSUITS, "Any lawsuit against Tesla?", "Highest scores too.") == [False, True, True, False]
+    assert related_tools(LAWSUITS, "17 * 23?", "You answer lawsuit questions.") is None
 
 
 def test_related_tools_reads_what_the_schema_tells_the_model() -> None:
