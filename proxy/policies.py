@@ -224,12 +224,14 @@ def _opening_request(turn: ChatTurn) -> tuple[str, str] | None:
     begun the tools stay."""
     if turn.choice.mode != "auto" or not turn.tools:
         return None
-    if any(m.get("role") not in _OPENING_ROLES for m in turn.messages):
-        return None
-    users = [content_text(m.get("content")) for m in turn.messages if m.get("role") == "user"]
-    if len(users) != 1:
-        return None
-    return users[0], "\n".join(content_text(m.get("content")) for m in turn.messages if m.get("role") != "user")
+    users: list[str] = []
+    prompts: list[str] = []
+    for message in turn.messages:
+        role = message.get("role")
+        if role not in _OPENING_ROLES:
+            return None
+        (users if role == "user" else prompts).append(content_text(message.get("content")))
+    return (users[0], "\n".join(prompts)) if len(users) == 1 else None
 
 
 # ---- tool budget ------------------------------------------------------------------------------
