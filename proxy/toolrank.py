@@ -78,7 +78,7 @@ def ranked(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
 
     def score(index: int) -> float:
         name, every = words[index]
-        return sum(weight[w] * (_NAME_WEIGHT if w in name else 1.0) for w in every & asked)
+        return math.fsum(weight[w] * (_NAME_WEIGHT if w in name else 1.0) for w in every & asked)
 
     order = sorted(range(len(tools)), key=lambda i: -score(i))
     return [tools[i] for i in order]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -155,3 +159,51 @@ def test_a_tool_budget_keeps_the_relevant_tools_when_the_rule_ranks(order: str, 
     rule = ModelRule(match="m", upstream="u", tool_mode="pythonic", max_tools=1, tool_order=order)  # type: ignore[arg-type]
     result = apply_policies(ChatTurn.from_body(body), rule)
     assert [t.name for t in result.turn.tools] == [kept]
+
+
+BFCL_NOTE = " Note that the provided function is in Python 3 syntax."  # BFCL's descriptions end so
+RECIPES = [  # BFCL parallel_multiple_55's tools
+    tool(
+        "recipe_prep_time",
+        "Calculate the estimated preparation and cooking time for a specified recipe." + BFCL_NOTE,
+        "recipe",
+    ),
+    tool(
+        "recipe_nutrition_info",
+        "Provide detailed nutritional information for a specified recipe." + BFCL_NOTE,
+        "recipe",
+    ),
+    tool(
+        "recipe_search",
+        "Search for a recipe based on a particular ingredient or dietary requirement." + BFCL_NOTE,
+        "ingredient",
+        "dietary_requirements",
+        "isHomemade",
+    ),
+]
+
+
+def test_the_order_is_the_same_in_every_process() -> None:
+    """Equal scores summed in a set's order came out a bit apart in some processes (the hash seed
+    differs), so two workers listed one request's tools in two orders: two prompts, no shared cache."""
+    request = (
+        "I want a homemade healthy spaghetti recipe that is gluten free, how long will it take to prepare and cook,"
+        " and what nutritional information could it provide me."
+    )
+    script = (
+        "import json, sys; from toolshim.formats import ToolSpec; from toolshim.toolrank import ranked; "
+        "tools = [ToolSpec(*t) for t in json.loads(sys.argv[1])]; "
+        "print([t.name for t in ranked(tools, sys.argv[2])])"
+    )
+    specs = json.dumps([[t.name, t.description, t.parameters] for t in RECIPES])
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", script, specs, request],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(orders) == 1, orders
