@@ -13,7 +13,7 @@ from .errors import InvalidRequest
 from .formats import ToolChoice, ToolFormat, ToolSpec
 from .formats.history import merge_system_prompt, render_history
 from .rules import ModelRule
-from .toolrank import first_user_text, ranked
+from .toolrank import first_user_text, listing_order
 from .turn import ChatTurn
 
 # Added to the tool instructions once the history holds tool results: a page a tool fetched may
@@ -115,7 +115,9 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
     instructions = ""
     if offered:
-        listed = ranked(offered, first_user_text(turn.messages)) if rule.tool_order == "relevance" else offered
+        listed = offered
+        if rule.tool_order == "relevance":
+            listed = listing_order(offered, first_user_text(turn.messages), several_calls=max_calls > 1)
         instructions = fmt.render_tools(listed, choice, max_calls > 1)
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA

@@ -117,8 +117,9 @@ class ModelRule(_Strict):
     # a re-ask samples at least this temperature (greedy decoding repeats itself); null: the request's
     reask_temperature: float | None = Field(0.3, ge=0, le=2)
     max_stop_sequences: int = Field(4, ge=1)
-    # the order the prompt lists the tools in: as the client sent them, or those the conversation's
-    # first user message points at first (toolrank.py: a small model calls the tools in listed order)
+    # the order the prompt lists the tools in: as the client sent them, or by the conversation's first
+    # user message: the best match first, or in the order it asks for them when several calls may come
+    # (toolrank.py: a small model calls the tools in listed order)
     tool_order: Literal["request", "relevance"] = "request"
     # the first turn of a conversation (policies.py: a small model calls unrelated tools): "when_related"
     # sends a request that shares no word with any tool with tool_choice "none"; "related" does too and

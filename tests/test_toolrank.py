@@ -13,7 +13,15 @@ from toolshim.formats import ToolSpec, get_format
 from toolshim.policies import apply_policies
 from toolshim.rewrite import build_plan
 from toolshim.rules import ModelRule
-from toolshim.toolrank import first_user_text, ranked, related_tools, stems
+from toolshim.toolrank import (
+    asks_for_several,
+    first_user_text,
+    in_asked_order,
+    listing_order,
+    ranked,
+    related_tools,
+    stems,
+)
 from toolshim.turn import ChatTurn
 
 
@@ -159,6 +167,67 @@ def test_a_tool_budget_keeps_the_relevant_tools_when_the_rule_ranks(order: str, 
     rule = ModelRule(match="m", upstream="u", tool_mode="pythonic", max_tools=1, tool_order=order)  # type: ignore[arg-type]
     result = apply_policies(ChatTurn.from_body(body), rule)
     assert [t.name for t in result.turn.tools] == [kept]
+
+
+PLANNER = [
+    tool("concert_ticket_buy", "Buy a concert ticket.", "artist", "date"),
+    tool("train_ticket_buy", "Buy a train ticket.", "origin", "destination", "date"),
+    tool("musical_ticket_buy", "Buy a ticket for a musical show.", "show", "date"),
+    tool("math_factorial", "Calculate the factorial of a number.", "number"),
+]
+
+
+def test_several_calls_list_the_tools_in_the_order_the_request_asks_for_them() -> None:
+    request = "First the factorial of 7, then a ticket to the Mamma Mia musical, and a train from Boston to Chicago."
+    assert names(in_asked_order(PLANNER, request)) == [
+        "math_factorial",  # "factorial", asked first
+        "musical_ticket_buy",  # "musical": only this tool carries it
+        "train_ticket_buy",
+        "concert_ticket_buy",  # only words other tools carry too ("ticket", "buy"): after those with their own
+    ]
+
+
+def test_a_tool_the_request_names_nothing_of_stays_last_in_the_clients_order() -> None:
+    request = "A train to Chicago, and the factorial of 5."
+    assert names(in_asked_order(PLANNER, request)) == [
+        "train_ticket_buy",
+        "math_factorial",
+        "concert_ticket_buy",  # shares no word ("ticket" is not in this request)
+        "musical_ticket_buy",
+    ]
+    assert names(in_asked_order(PLANNER, "hello")) == names(PLANNER)
+    assert names(in_asked_order(PLANNER[:1], "factorial")) == ["concert_ticket_buy"]
+
+
+@pytest.mark.parametrize(("several", "first"), [(True, "math_factorial"), (False, "train_ticket_buy")])
+def test_the_listing_follows_the_request_only_when_several_calls_may_come(several: bool, first: str) -> None:
+    request = "The factorial of 7, and a train ticket from Boston to Chicago, a train ticket, the train."
+    assert names(listing_order(PLANNER, request, several_calls=several))[0] == first
+
+
+@pytest.mark.parametrize(("parallel", "first"), [(True, "math_factorial"), (None, "train_ticket_buy")])
+def test_the_prompt_lists_in_the_request_order_when_the_client_allows_parallel_calls(
+    parallel: bool | None, first: str
+) -> None:
+    ask = [{"role": "user", "content": "The factorial of 7, then a train ticket: train from Boston, train to Chicago."}]
+    body: dict[str, Any] = {"model": "m", "messages": ask, "tools": [openai_tool(t) for t in PLANNER]}
+    if parallel is not None:
+        body["parallel_tool_calls"] = parallel
+    rule = ModelRule(match="m", upstream="u", tool_mode="pythonic", tool_order="relevance")
+    plan = build_plan(ChatTurn.from_body(body), rule, get_format("pythonic"), "m")
+    assert listed(plan.instructions)[0] == first
+
+
+def test_a_request_for_one_thing_keeps_the_best_match_first_even_when_several_calls_may_come() -> None:
+    request = "Find details of patent lawsuits involving the company 'Apple Inc.' from 2010."
+    assert not asks_for_several(LAWSUITS, request)
+    assert listing_order(LAWSUITS, request, several_calls=True) == ranked(LAWSUITS, request)
+    books = [
+        tool("library_reserve_book", "Reserve a book in a library branch.", "title", "branch_id"),
+        tool("library_search_book", "Search for a book in the library of a city.", "title", "city"),
+    ]
+    request = "Find a book 'The Alchemist' in the library of New York city."
+    assert names(listing_order(books, request, several_calls=True))[0] == "library_search_book"
 
 
 BFCL_NOTE = " Note that the provided function is in Python 3 syntax."  # BFCL's descriptions end so
