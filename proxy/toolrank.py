@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .formats import ToolSpec
@@ -81,29 +82,43 @@ def _tool_words(tool: ToolSpec) -> tuple[set[str], set[str]]:
     return name, stems(f"{tool.description} {params}") | name
 
 
-def _carriers(words: Sequence[tuple[set[str], set[str]]], asked: set[str]) -> dict[str, int]:
-    """For each word of the request, how many of the tools carry it."""
-    counts: dict[str, int] = {}
-    for _, every in words:
-        for word in every & asked:
-            counts[word] = counts.get(word, 0) + 1
-    return counts
+@dataclass(frozen=True, slots=True)
+class _Overlap:
+    """What a request shares with each offered tool, worked out once for the orderings below."""
+
+    places: dict[str, int]  # the request's comparable words, each with the index of its first occurrence
+    words: list[tuple[set[str], set[str]]]  # each tool's (name words, all its words)
+    carriers: dict[str, int]  # for each word of the request, how many of the tools carry it
+
+    @classmethod
+    def of(cls, tools: Sequence[ToolSpec], request: str) -> _Overlap:
+        places = _first_places(request)
+        words = [_tool_words(tool) for tool in tools]
+        carriers: dict[str, int] = {}
+        for _, every in words:
+            for word in every.intersection(places):
+                carriers[word] = carriers.get(word, 0) + 1
+        return cls(places, words, carriers)
+
+    def shared(self, index: int) -> tuple[set[str], set[str]]:
+        """(name words, all words) of tool ``index`` that the request names."""
+        name, every = self.words[index]
+        return name.intersection(self.places), every.intersection(self.places)
 
 
 def ranked(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
     """``tools`` most relevant to ``request`` first; a stable sort, so equal scores keep their order."""
-    if len(tools) < 2:
-        return list(tools)
-    asked = stems(request)
-    words = [_tool_words(tool) for tool in tools]
-    weight = {word: math.log(1 + len(tools) / count) for word, count in _carriers(words, asked).items()}
+    return _ranked(tools, _Overlap.of(tools, request))
+
+
+def _ranked(tools: Sequence[ToolSpec], overlap: _Overlap) -> list[ToolSpec]:
+    weight = {word: math.log(1 + len(tools) / count) for word, count in overlap.carriers.items()}
 
     def score(index: int) -> float:
-        name, every = words[index]
-        return math.fsum(weight[w] * (_NAME_WEIGHT if w in name else 1.0) for w in every & asked)
+        name, shared = overlap.shared(index)
+        return math.fsum(weight[w] * (_NAME_WEIGHT if w in name else 1.0) for w in shared)
 
-    order = sorted(range(len(tools)), key=lambda i: -score(i))
-    return [tools[i] for i in order]
+    return [tools[i] for i in sorted(range(len(tools)), key=lambda i: -score(i))]
 
 
 def in_asked_order(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
@@ -114,14 +129,14 @@ def in_asked_order(tools: Sequence[ToolSpec], request: str) -> list[ToolSpec]:
     in the request's order; then those sharing only words other tools carry too ("ticket" when the
     request is about a musical's and a train's, and a concert's tool is offered as well); then those
     sharing none, in the client's order."""
-    places = _first_places(request)
-    asked = set(places)
-    words = [_tool_words(tool) for tool in tools]
-    carriers = _carriers(words, asked)
+    return _in_asked_order(tools, _Overlap.of(tools, request))
+
+
+def _in_asked_order(tools: Sequence[ToolSpec], overlap: _Overlap) -> list[ToolSpec]:
+    carriers, places = overlap.carriers, overlap.places
 
     def place(index: int) -> tuple[int, int, int]:
-        name, every = words[index]
-        shared = every & asked
+        name, shared = overlap.shared(index)
         if not shared:
             return (2, 0, index)
         telling = min(shared, key=lambda w: (carriers[w], w not in name, places[w]))
@@ -134,11 +149,12 @@ def asks_for_several(tools: Sequence[ToolSpec], request: str) -> bool:
     """Whether ``request`` names two tools or more by a word of their name that no other tool
     carries: it asks for several things ("the factorial of 7, then a flute by Yamaha" with
     ``math_factorial`` and ``find_flute``), not for one among look-alikes."""
-    asked = stems(request)
-    words = [_tool_words(tool) for tool in tools]
-    carriers = _carriers(words, asked)
-    named = (any(carriers[w] == 1 for w in name & asked) for name, _ in words)
-    return sum(named) >= 2
+    return _asks_for_several(_Overlap.of(tools, request))
+
+
+def _asks_for_several(overlap: _Overlap) -> bool:
+    named = (overlap.shared(i)[0] for i in range(len(overlap.words)))
+    return sum(any(overlap.carriers[w] == 1 for w in name) for name in named) >= 2
 
 
 def listing_order(tools: Sequence[ToolSpec], request: str, several_calls: bool) -> list[ToolSpec]:
@@ -147,9 +163,10 @@ def listing_order(tools: Sequence[ToolSpec], request: str, several_calls: bool) 
     match first."""
     if len(tools) < 2:
         return list(tools)
-    if several_calls and asks_for_several(tools, request):
-        return in_asked_order(tools, request)
-    return ranked(tools, request)
+    overlap = _Overlap.of(tools, request)
+    if several_calls and _asks_for_several(overlap):
+        return _in_asked_order(tools, overlap)
+    return _ranked(tools, overlap)
 
 
 def related_tools(tools: Sequence[ToolSpec], request: str, context: str = "") -> list[bool] | None:
