@@ -460,6 +460,27 @@ async def test_relevance_order_lists_and_keeps_first_the_tools_the_task_points_a
     assert actions(proxy) == {"max_tools": 1}
 
 
+TWO_TASKS = [{"role": "user", "content": "Show the uncommitted changes in git, then run the tests."}]
+
+
+@pytest.mark.parametrize(
+    ("parallel", "first"),
+    [(True, "Show the uncommitted changes."), (None, "Run pytest on a file or folder.")],
+    ids=["parallel-asked-order", "one-call-best-match"],
+)
+async def test_several_tasks_are_listed_in_the_order_asked_when_several_calls_may_come(
+    start_proxy, fake_upstream, parallel: bool | None, first: str
+) -> None:
+    """git_diff is asked for first; run_tests shares more of the request's words, so ranks first."""
+    proxy = await start_proxy(models=rules("pythonic", tool_order="relevance"))
+    fake_upstream.script(call_reply("pythonic", "git_diff", {}))
+    extra = {} if parallel is None else {"parallel_tool_calls": parallel}
+    result = await ask(proxy, TWO_TASKS, **extra)
+    system = fake_upstream.requests[-1]["messages"][0]["content"]
+    assert min(DESCRIPTIONS, key=system.index) == first and all(d in system for d in DESCRIPTIONS)
+    assert_call(result, "git_diff", {})
+
+
 UNRELATED = "Who wrote the novel Pride and Prejudice?"  # no word of any tool's name, description or parameters
 
 
