@@ -14,6 +14,8 @@
     │                                   connection limit
     ├── DeadlineExceeded            504 deadline_exceeded
     ├── ShuttingDown                503 shutting_down: the drain's deadline came first (Retry-After)
+    ├── StoreUnavailable            500 store_unavailable: the response store cannot be opened or written
+    │                                   (the operator's log names the path and the setting; no retry)
     └── UpstreamError               type upstream_error
         ├── UpstreamHTTPError       the upstream's status and message
         ├── UpstreamProtocolError   502 upstream_protocol_error: bad JSON, an error event mid-stream,
@@ -59,6 +61,7 @@ class ProxyError(Exception):
     type = "server_error"
     code: str | None = "internal_error"
     retry_after: int | None = None  # seconds; sent as ``Retry-After`` (overload: try again soon)
+    retryable: bool | None = None  # None: decided by the status (see ``retry_headers``)
 
     def __init__(
         self,
@@ -233,6 +236,20 @@ class ShuttingDown(ProxyError):
         super().__init__("The server is shutting down; retry the request.")
 
 
+class StoreUnavailable(ProxyError):
+    """The response store cannot be opened or written (a directory that cannot be created, a full disk).
+
+    A configuration problem of this server: the same request fails the same way until the operator
+    acts, so the SDKs are told not to retry (each retry would run the model again for nothing)."""
+
+    status = 500
+    code = "store_unavailable"
+    retryable = False
+
+    def __init__(self) -> None:
+        super().__init__("The response store is unavailable; the server's log says why. Retry with store=false.")
+
+
 def _type_for_status(status: int) -> str:
     if status == 401:
         return "authentication_error"
@@ -355,7 +372,10 @@ def retry_headers(err: ProxyError) -> dict[str, str]:
 
     Deterministic refusals (400, 401, 403, 404, 413, 422, ...) say ``false``: the SDK's default
     retries would only repeat them. 408, 409, 429 and 5xx (timeouts, an unreachable upstream) say ``true``."""
-    retry = err.status in (408, 409, 429) or err.status >= 500
+    if err.retryable is None:
+        retry = err.status in (408, 409, 429) or err.status >= 500
+    else:
+        retry = err.retryable
     headers = {"x-should-retry": "true" if retry else "false"}
     if err.retry_after is not None:
         headers["Retry-After"] = str(err.retry_after)

@@ -458,3 +458,37 @@ async def test_other_tools_can_be_left_out_by_rule(
     assert calls_of(answer)[0]["name"] == "get_weather"
     assert [tool["name"] for tool in answer["tools"]] == ["get_weather"]
     assert "spawn" not in fake_upstream.requests[0]["messages"][0]["content"]
+
+
+async def test_a_fresh_data_directory_is_created_on_the_first_stored_response(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A fresh install has no data directory: the first stored response creates it, nested or not."""
+    data_dir = tmp_path / "fresh" / "nested"
+    fake_upstream.script(text_reply("native", False))
+    proxy = await start_proxy(models=rules("hermes"), data_dir=data_dir)
+    status, answer = await post(proxy, {"model": "m", "input": "hi"})
+    assert status == 200, answer
+    assert (data_dir / "responses.sqlite3").is_file()
+    async with aiohttp.ClientSession() as session, session.get(f"{proxy.base_url}/responses/{answer['id']}") as r:
+        assert r.status == 200 and (await r.json())["id"] == answer["id"]
+
+
+async def test_a_store_that_cannot_be_created_is_a_500_without_a_retry_hint_or_a_path(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The data directory would sit under a file: the client is told not to retry, the log says where."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    fake_upstream.script(text_reply("native", False), text_reply("native", False))
+    proxy = await start_proxy(models=rules("hermes"), data_dir=blocker / "data")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{proxy.base_url}/responses", json={"model": "m", "input": "hi"}) as resp,
+    ):
+        body = await resp.json()
+        assert resp.status == 500 and resp.headers["x-should-retry"] == "false"
+    assert body["error"]["code"] == "store_unavailable" and str(tmp_path) not in body["error"]["message"]
+    assert any("TOOLSHIM_DATA_DIR" in r.getMessage() and str(blocker) in r.getMessage() for r in caplog.records)
+    status, answer = await post(proxy, {"model": "m", "input": "hi", "store": False})
+    assert status == 200, answer

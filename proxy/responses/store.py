@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
+from ..errors import StoreUnavailable
 from .record import Item, StoredResponse, json_text
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class ResponseStore(Protocol):
@@ -55,15 +61,33 @@ class SQLiteStore:
         self._ready = False
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10)
+        """A connection; the first one creates the directory, the file and the tables."""
         if not self._ready:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=10)
+        if not self._ready:
             conn.execute("PRAGMA journal_mode=WAL")
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.commit()
             self._ready = True
         return conn
+
+    async def _run(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work`` in a worker thread; an OS or SQLite failure becomes ``StoreUnavailable``.
+
+        The operator's log names the path and the settings that move it; the client's message
+        names neither."""
+        try:
+            return await asyncio.to_thread(work, *args)
+        except (OSError, sqlite3.Error) as exc:
+            log.error(
+                "response store unavailable at %s (%s); set TOOLSHIM_DATA_DIR to a writable directory, "
+                "or TOOLSHIM_RESPONSES_STORE=redis",
+                self.path,
+                exc,
+            )
+            raise StoreUnavailable() from exc
 
     def _save(self, record: StoredResponse, now: float) -> None:
         with _closing(self._connect()) as conn, conn:
@@ -106,18 +130,18 @@ class SQLiteStore:
         return {row[0]: json.loads(row[1]) for row in rows}
 
     async def load_items(self, item_ids: list[str]) -> dict[str, Item]:
-        return await asyncio.to_thread(self._load_items, item_ids, time.time())
+        return await self._run(self._load_items, item_ids, time.time())
 
     async def save(self, record: StoredResponse) -> None:
         async with self._lock:
-            await asyncio.to_thread(self._save, record, time.time())
+            await self._run(self._save, record, time.time())
 
     async def load(self, response_id: str) -> StoredResponse | None:
-        return await asyncio.to_thread(self._load, response_id, time.time())
+        return await self._run(self._load, response_id, time.time())
 
     async def delete(self, response_id: str) -> bool:
         async with self._lock:
-            return await asyncio.to_thread(self._delete, response_id, time.time())
+            return await self._run(self._delete, response_id, time.time())
 
     async def close(self) -> None:
         return None
