@@ -16,10 +16,10 @@ from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
 from .drain import INFLIGHT, Inflight, inflight_middleware
 from .handlers import add_routes
 from .listener import BACKLOG
-from .metrics import Metrics
 from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
+from .observe.metrics import Metrics
+from .observe.redact import REDACTOR, install_log_redaction
 from .overload import overload_middleware
-from .redact import REDACTOR, install_log_redaction
 from .responses.store import open_store
 from .rules import RuleSet
 from .settings import Settings

@@ -41,7 +41,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from .errors import ErrorView, Overloaded, ProxyError, RequestTimeout, bad_http_request, render_error
 from .jsoncodec import dumps
-from .metrics import Metrics
+from .observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -29,15 +29,15 @@ from typing import Any
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .constraint import Constraining
-from .context import RequestInfo
 from .delta import decode, parse_payload
-from .dumps import DumpWriter
 from .echo import Instructions
 from .errors import NoValidToolCall, UpstreamHTTPError
 from .formats import StreamParser
 from .formats._thought import set_thinking
 from .formats.lenient import new_parser
-from .metrics import Metrics
+from .observe.context import RequestInfo
+from .observe.dumps import DumpWriter
+from .observe.metrics import Metrics
 from .rewrite import EmulationPlan
 from .rules import ModelRule
 from .stops import StopMatcher

@@ -19,7 +19,6 @@ from aiohttp import web
 
 from . import modes, responses
 from .catalog import model_card
-from .context import RequestInfo
 from .drain import was_cut
 from .errors import (
     ErrorView,
@@ -36,8 +35,9 @@ from .errors import (
 from .jsoncodec import dumps
 from .limits import RequestLimits, check_body, check_chat, check_responses
 from .middleware import secret_matches
+from .observe.context import RequestInfo
+from .observe.redact import REDACTOR
 from .policies import apply_policies
-from .redact import REDACTOR
 from .rules import Resolved
 from .sse import encode_json
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info

@@ -18,9 +18,9 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from .context import RequestInfo
 from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, UpstreamError, http_status_error, render_error
-from .logs import request_id_var
+from .observe.context import RequestInfo
+from .observe.logs import request_id_var
 from .settings import is_loopback
 from .state import INFO_KEY, METRICS, SETTINGS
 

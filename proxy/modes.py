@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 from . import native
 from .chunks import ChunkFactory, accumulate, split_completion
 from .constraint import GRAMMARS, Constraining, body_fields
-from .context import RequestInfo
 from .delta import well_formed
-from .dumps import DEFAULT_DUMP_DIR, DumpWriter
 from .emulation import Emulator
 from .errors import DeadlineExceeded, UpstreamHTTPError, UpstreamProtocolError
 from .formats import get_format
-from .metrics import Metrics
-from .redact import REDACTOR
+from .observe.context import RequestInfo
+from .observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
+from .observe.metrics import Metrics
+from .observe.redact import REDACTOR
 from .rewrite import EmulationPlan, build_plan
 from .rules import Resolved
 from .sse import DONE_BYTES, encode_json

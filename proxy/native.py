@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from .context import RequestInfo
 from .delta import Delta, decode, parse_payload, well_formed
 from .jsoncodec import dumps
-from .redact import REDACTOR
+from .observe.context import RequestInfo
+from .observe.redact import REDACTOR
 from .sse import DONE_BYTES, encode
 from .upstream import Upstream, open_stream
 

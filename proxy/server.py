@@ -36,8 +36,8 @@ from typing import Any
 from . import listener
 from .connections import raise_fd_limit
 from .cpus import cpu_budget
-from .logs import configure_logging
-from .logthrottle import install_loop_throttle
+from .observe.logs import configure_logging
+from .observe.logthrottle import install_loop_throttle
 from .rules import RulesError
 from .settings import Settings
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from .catalog import ModelCatalog
-from .context import RequestInfo
-from .metrics import Metrics
-from .redact import REDACTOR
+from .observe.context import RequestInfo
+from .observe.metrics import Metrics
+from .observe.redact import REDACTOR
 from .responses.store import ResponseStore
 from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
 from .settings import Settings

@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 from hypothesis import settings
 from toolshim.app import create_app, start_site
-from toolshim.metrics import Metrics
+from toolshim.observe.metrics import Metrics
 from toolshim.rules import load_rules
 from toolshim.settings import Settings
 

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import aiohttp
-from toolshim.logthrottle import LogThrottle
+from toolshim.observe.logthrottle import LogThrottle
 
 from tests.conftest import write_rules
 from tests.fakes import FakeUpstream
@@ -75,7 +75,7 @@ def test_the_log_throttle_lets_one_of_a_kind_through_per_interval() -> None:
 
 _FLOOD = """
 import asyncio, io, logging, resource, subprocess, sys
-from toolshim.logthrottle import install_loop_throttle
+from toolshim.observe.logthrottle import install_loop_throttle
 
 log = io.StringIO()
 logging.basicConfig(stream=log, level=logging.INFO)

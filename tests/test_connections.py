@@ -30,7 +30,7 @@ from toolshim.connections import (
     raw_error,
 )
 from toolshim.errors import Overloaded
-from toolshim.metrics import Metrics
+from toolshim.observe.metrics import Metrics
 from toolshim.rules import load_rules
 from toolshim.settings import Settings
 

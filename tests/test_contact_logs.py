@@ -46,7 +46,7 @@ def test_litellm_log_lines_come_out_as_json() -> None:
     """litellm attaches plain-text handlers to its loggers on import; ours takes them off."""
     code = (
         "import logging\n"
-        "from toolshim.logs import configure_logging\n"
+        "from toolshim.observe.logs import configure_logging\n"
         "from toolshim.upstream.litellm import _import_litellm\n"
         "configure_logging('INFO')\n"
         "_import_litellm()\n"

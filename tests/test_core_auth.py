@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.logs import JsonFormatter
+from toolshim.observe.logs import JsonFormatter
 from toolshim.settings import load_settings
 
 from tests.conftest import free_port

@@ -69,7 +69,7 @@ async def test_dump_folder_that_cannot_be_written_does_not_fail_the_request(
     blocker.write_text("x")
     fake_upstream.script(Reply(pieces=text_stream([CALL])))
     proxy = await start_proxy(models=HERMES, dump_dir=blocker / "dumps")
-    with caplog.at_level(logging.WARNING, logger="toolshim.dumps"):
+    with caplog.at_level(logging.WARNING, logger="toolshim.observe.dumps"):
         answer = await post(proxy)
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
     assert "could not write the raw-output dump" in caplog.text

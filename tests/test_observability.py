@@ -201,7 +201,7 @@ async def test_one_json_log_line_per_request_with_request_id(start_proxy, fake_u
     fields = records[0].fields
     assert fields["model"] == "gpt-*" and fields["status"] == 200 and fields["stream"] is False
     assert records[0].request_id == "req-123"
-    from toolshim.logs import JsonFormatter
+    from toolshim.observe.logs import JsonFormatter
 
     line = json.loads(JsonFormatter().format(records[0]))
     assert line["request_id"] == "req-123" and line["prompt_tokens"] == 11
@@ -237,7 +237,7 @@ async def test_keys_leave_no_trace_in_logs(start_proxy, fake_upstream, caplog, m
     async with aiohttp.ClientSession() as session:
         await session.post(proxy.base_url + "/chat/completions", json={}, headers={"Authorization": "Bearer wrong"})
     assert fake_upstream.headers[0]["Authorization"] == f"Bearer {secret}"
-    from toolshim.logs import JsonFormatter
+    from toolshim.observe.logs import JsonFormatter
 
     formatter = JsonFormatter()
     text = "\n".join(formatter.format(r) for r in caplog.records)

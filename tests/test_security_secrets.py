@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.redact import Redactor, short_upstream_message
+from toolshim.observe.redact import Redactor, short_upstream_message
 
 from tests.fakes import FakeUpstream, Reply, chunk, sse, text_stream
 from tests.formats.tools import OPENAI_TOOLS

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import modes
 from ..errors import ErrorView, InvalidRequest, NotFound
-from ..redact import REDACTOR
+from ..observe.redact import REDACTOR
 from ..sse import encode_event
 from ..turn import ChatTurn
 from .events import Event, ResponseAssembler

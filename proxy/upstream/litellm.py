@@ -29,8 +29,8 @@ from ..errors import (
     UpstreamUnavailable,
     retry_after_headers,
 )
-from ..logs import route_library_logs
-from ..redact import short_upstream_message
+from ..observe.logs import route_library_logs
+from ..observe.redact import short_upstream_message
 from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
 

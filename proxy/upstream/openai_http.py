@@ -37,7 +37,7 @@ from ..errors import (
     upstream_http_error,
 )
 from ..jsoncodec import dumps
-from ..redact import REDACTOR
+from ..observe.redact import REDACTOR
 from ..rules import UpstreamConfig
 from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report

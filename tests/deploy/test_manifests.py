@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
-from toolshim.metrics import Metrics
+from toolshim.observe.metrics import Metrics
 from toolshim.rules import load_rules
 from toolshim.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
 from toolshim.settings import load_settings

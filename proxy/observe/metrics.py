@@ -9,7 +9,8 @@ Label values are bounded: ``model`` is a rule's match pattern or ``other`` (``co
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -21,8 +22,24 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
-    from .builder import Tally
     from .context import RequestInfo
+
+
+class EmulationFacts(Protocol):
+    """What one emulated answer did (the builder's ``Tally``); metrics only read it."""
+
+    @property
+    def calls(self) -> int: ...
+
+    @property
+    def parse_outcomes(self) -> Sequence[str]: ...
+
+    @property
+    def repairs(self) -> Sequence[str]: ...
+
+    @property
+    def sanitized(self) -> int: ...
+
 
 GRAMMAR_BUCKETS = (1e-5, 1e-4, 5e-4, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
@@ -229,7 +246,7 @@ class Metrics:
         if tokens_saved > 0:
             self._child(self.tokens_saved, model).inc(tokens_saved)
 
-    def record_emulation(self, model: str, fmt: str, tally: Tally) -> None:
+    def record_emulation(self, model: str, fmt: str, tally: EmulationFacts) -> None:
         """One emulated answer: its calls, each block's parse outcome, repairs, sanitized markup."""
         if tally.calls:
             self._child(self.tool_calls, model, fmt).inc(tally.calls)
