@@ -27,9 +27,9 @@ if str(ROOT) not in sys.path:
 
 from openai import APIError, AsyncOpenAI  # noqa: E402
 from toolshim.app import create_app, start_site  # noqa: E402
+from toolshim.config.rules import load_rules  # noqa: E402
+from toolshim.config.settings import Settings  # noqa: E402
 from toolshim.formats import ToolCallRecord, get_format, history  # noqa: E402
-from toolshim.rules import load_rules  # noqa: E402
-from toolshim.settings import Settings  # noqa: E402
 
 from scripts import local_stack  # noqa: E402
 

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
+from .config.rules import RuleSet
+from .config.settings import Settings
 from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
 from .drain import INFLIGHT, Inflight, inflight_middleware
 from .handlers import add_routes
@@ -21,8 +23,6 @@ from .observe.metrics import Metrics
 from .observe.redact import REDACTOR, install_log_redaction
 from .overload import overload_middleware
 from .responses.store import open_store
-from .rules import RuleSet
-from .settings import Settings
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, AppState, build_runtime, configured_secrets
 
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .config.rules import RuleSet, is_glob
 from .errors import ProxyError
-from .rules import RuleSet, is_glob
 from .upstream import Upstream
 
 log = logging.getLogger(__name__)

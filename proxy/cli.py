@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, listener
-from .rules import RulesError, describe, lint, load_rules
-from .settings import SettingsError, load_settings
+from .config.rules import RulesError, describe, lint, load_rules
+from .config.settings import SettingsError, load_settings
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -54,11 +54,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .allowlist import Injected
+from .config.allowlist import Injected
+from .config.rules import CONSTRAINED_FORMATS
 from .formats import ToolChoice, ToolSpec
 from .formats._hermes_markup import CLOSE, OPEN
 from .formats._pythonic_values import plain_key
-from .rules import CONSTRAINED_FORMATS
 from .schema_grammar import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
 
 log = logging.getLogger(__name__)

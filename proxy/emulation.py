@@ -28,6 +28,7 @@ from typing import Any
 
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
+from .config.rules import ModelRule
 from .constraint import Constraining
 from .delta import decode, parse_payload
 from .echo import Instructions
@@ -39,7 +40,6 @@ from .observe.context import RequestInfo
 from .observe.dumps import DumpWriter
 from .observe.metrics import Metrics
 from .rewrite import EmulationPlan
-from .rules import ModelRule
 from .stops import StopMatcher
 from .upstream import Upstream, UpstreamStream, open_stream
 from .usage import AttemptUsage, settle_usage

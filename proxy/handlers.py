@@ -19,6 +19,7 @@ from aiohttp import web
 
 from . import modes, responses
 from .catalog import model_card
+from .config.rules import Resolved
 from .drain import was_cut
 from .errors import (
     ErrorView,
@@ -38,7 +39,6 @@ from .middleware import secret_matches
 from .observe.context import RequestInfo
 from .observe.redact import REDACTOR
 from .policies import apply_policies
-from .rules import Resolved
 from .sse import encode_json
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 from .turn import ChatTurn

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config.settings import Settings
 from .errors import InvalidRequest
-from .settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

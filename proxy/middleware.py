@@ -18,10 +18,10 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from .config.settings import is_loopback
 from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, UpstreamError, http_status_error, render_error
 from .observe.context import RequestInfo
 from .observe.logs import request_id_var
-from .settings import is_loopback
 from .state import INFO_KEY, METRICS, SETTINGS
 
 log = logging.getLogger(__name__)

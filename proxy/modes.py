@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from . import native
 from .chunks import ChunkFactory, accumulate, split_completion
+from .config.rules import Resolved
 from .constraint import GRAMMARS, Constraining, body_fields
 from .delta import well_formed
 from .emulation import Emulator
@@ -28,7 +29,6 @@ from .observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
 from .observe.metrics import Metrics
 from .observe.redact import REDACTOR
 from .rewrite import EmulationPlan, build_plan
-from .rules import Resolved
 from .sse import DONE_BYTES, encode_json
 from .turn import ChatTurn
 from .upstream import Upstream

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .config.rules import ModelRule
 from .errors import InvalidRequest
 from .formats import ToolChoice, ToolFormat, ToolSpec
 from .formats.history import merge_system_prompt, render_history
-from .rules import ModelRule
 from .toolrank import first_user_text, listing_order
 from .turn import ChatTurn
 

@@ -34,12 +34,12 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from . import listener
+from .config.cpus import cpu_budget
+from .config.rules import RulesError
+from .config.settings import Settings
 from .connections import raise_fd_limit
-from .cpus import cpu_budget
 from .observe.logs import configure_logging
 from .observe.logthrottle import install_loop_throttle
-from .rules import RulesError
-from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ EXIT_START_FAILED = 3  # a worker that could not start (its rules, say); the sup
 
 async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_pid: int | None) -> None:
     from .app import create_app, start_site
+    from .config.rules import load_rules
     from .drain import CUT_GRACE, drain
-    from .rules import load_rules
     from .state import STATE, reload_rules
 
     install_loop_throttle(asyncio.get_running_loop())  # a flood of accept errors logs a line per 10 s
@@ -162,7 +162,7 @@ def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int
 def start_line(settings: Settings) -> str:
     """The one start-up line: version, rules, their size, where it listens, how many workers."""
     from . import __version__
-    from .rules import RulesError, load_rules
+    from .config.rules import RulesError, load_rules
 
     try:
         rules = load_rules(settings.rules_path)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from .catalog import ModelCatalog
+from .config.rules import RulesError, RuleSet, UpstreamConfig, load_rules
+from .config.settings import Settings
 from .observe.context import RequestInfo
 from .observe.metrics import Metrics
 from .observe.redact import REDACTOR
 from .responses.store import ResponseStore
-from .rules import RulesError, RuleSet, UpstreamConfig, load_rules
-from .settings import Settings
 from .upstream import Upstream, build_upstream
 
 log = logging.getLogger(__name__)

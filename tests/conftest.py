@@ -20,9 +20,9 @@ import pytest
 from aiohttp import web
 from hypothesis import settings
 from toolshim.app import create_app, start_site
+from toolshim.config.rules import load_rules
+from toolshim.config.settings import Settings
 from toolshim.observe.metrics import Metrics
-from toolshim.rules import load_rules
-from toolshim.settings import Settings
 
 from tests.fakes import FakeUpstream
 

@@ -140,7 +140,7 @@ async def test_usage_adds_up_over_reasks(start_proxy, fake_upstream, fmt: str) -
 
 
 async def test_litellm_counts_with_its_token_counter() -> None:
-    from toolshim.rules import UpstreamConfig
+    from toolshim.config.rules import UpstreamConfig
     from toolshim.upstream.litellm import LiteLLMUpstream
 
     upstream = LiteLLMUpstream("lite", UpstreamConfig(provider="litellm"))

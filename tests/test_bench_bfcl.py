@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from toolshim.rules import load_rules
+from toolshim.config.rules import load_rules
 
 from bench.bfcl import (
     TABLE_HEAD,

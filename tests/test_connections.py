@@ -21,6 +21,8 @@ import pytest
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from toolshim.app import create_app
+from toolshim.config.rules import load_rules
+from toolshim.config.settings import Settings
 from toolshim.connections import (
     FD_RESERVE,
     ConnectionLimits,
@@ -31,8 +33,6 @@ from toolshim.connections import (
 )
 from toolshim.errors import Overloaded
 from toolshim.observe.metrics import Metrics
-from toolshim.rules import load_rules
-from toolshim.settings import Settings
 
 from tests.conftest import Proxy, free_port, write_rules
 from tests.fakes import FakeUpstream, Reply, completion, text_stream

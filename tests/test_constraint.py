@@ -10,9 +10,9 @@ from typing import Any
 import openai
 import pytest
 from toolshim import modes
+from toolshim.config.rules import RulesError, lint, load_rules
 from toolshim.constraint import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
-from toolshim.rules import RulesError, lint, load_rules
 
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS

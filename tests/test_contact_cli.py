@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from toolshim import __version__
-from toolshim.rules import RulesError, lint, load_rules
+from toolshim.config.rules import RulesError, lint, load_rules
+from toolshim.config.settings import Settings, SettingsError, load_settings
 from toolshim.server import start_line
-from toolshim.settings import Settings, SettingsError, load_settings
 
 from tests.test_core_cli import run
 

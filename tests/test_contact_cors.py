@@ -6,7 +6,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from toolshim.settings import load_settings
+from toolshim.config.settings import load_settings
 
 from tests.fakes import Reply, completion, text_stream
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from toolshim.rules import RulesError, load_rules
+from toolshim.config.rules import RulesError, load_rules
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import ask, emulated, pieces

@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from toolshim.config.settings import load_settings
 from toolshim.observe.logs import JsonFormatter
-from toolshim.settings import load_settings
 
 from tests.conftest import free_port
 from tests.fakes import FakeUpstream, Reply, text_stream

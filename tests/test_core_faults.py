@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.rules import RulesError, load_rules
+from toolshim.config.rules import RulesError, load_rules
 
 from tests.checked import checked_openai
 from tests.conftest import free_port, write_rules

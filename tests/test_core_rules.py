@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from toolshim.rules import RulesError, describe, load_rules
+from toolshim.config.rules import RulesError, describe, load_rules
 
 UPSTREAMS = (
     '{ local: { base_url: "http://127.0.0.1:11434/v1", api_key_env: "LOCAL_KEY" },\n'

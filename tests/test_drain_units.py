@@ -14,11 +14,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from toolshim.app import create_app, start_site
-from toolshim.cpus import CpuBudget, cgroup_quota
+from toolshim.config.cpus import CpuBudget, cgroup_quota
+from toolshim.config.rules import load_rules
+from toolshim.config.settings import Settings
 from toolshim.drain import INFLIGHT, drain
-from toolshim.rules import load_rules
 from toolshim.server import RestartPolicy
-from toolshim.settings import Settings
 from toolshim.state import METRICS
 
 from tests.conftest import free_port, write_rules

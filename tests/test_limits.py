@@ -188,7 +188,7 @@ async def test_body_nested_past_the_json_depth_limit_is_a_400(
 
 
 async def test_limits_are_settings_from_the_environment() -> None:
-    from toolshim.settings import load_settings
+    from toolshim.config.settings import load_settings
 
     env = {
         "TOOLSHIM_MAX_MESSAGES": "5",

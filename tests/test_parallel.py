@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.config.rules import PARALLEL_CALLS_DEFAULT, ModelRule
 from toolshim.formats import get_format
-from toolshim.rules import PARALLEL_CALLS_DEFAULT, ModelRule
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces

@@ -24,6 +24,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from toolshim.config.rules import ModelRule
 from toolshim.formats import ToolCallRecord, get_format
 from toolshim.policies import (
     CUT_MARKER,
@@ -35,7 +36,6 @@ from toolshim.policies import (
     trailing_tool_errors,
     trailing_tool_turns,
 )
-from toolshim.rules import ModelRule
 from toolshim.turn import TOOL_FIELDS, ChatTurn
 
 from tests.checked import checked_openai

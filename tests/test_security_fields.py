@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.rules import RulesError, load_rules
+from toolshim.config.rules import RulesError, load_rules
 
 from tests.conftest import write_rules
 from tests.deltas import check_completion, check_deltas, parse_sse

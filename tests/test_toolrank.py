@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 import pytest
+from toolshim.config.rules import ModelRule
 from toolshim.formats import ToolSpec, get_format
 from toolshim.policies import apply_policies
 from toolshim.rewrite import build_plan
-from toolshim.rules import ModelRule
 from toolshim.toolrank import (
     asks_for_several,
     first_user_text,

@@ -7,7 +7,7 @@ upstream is configured.
 
 from __future__ import annotations
 
-from ..rules import UpstreamConfig
+from ..config.rules import UpstreamConfig
 from .base import Observer, Upstream, UpstreamStream, open_stream
 
 

@@ -19,7 +19,8 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from ..allowlist import chat_body
+from ..config.allowlist import chat_body
+from ..config.rules import UpstreamConfig
 from ..delta import Payload
 from ..errors import (
     InvalidRequest,
@@ -31,7 +32,6 @@ from ..errors import (
 )
 from ..observe.logs import route_library_logs
 from ..observe.redact import short_upstream_message
-from ..rules import UpstreamConfig
 from .base import Observer, UpstreamStream, report
 
 log = logging.getLogger(__name__)

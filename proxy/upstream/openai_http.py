@@ -26,7 +26,8 @@ from typing import Any
 
 import aiohttp
 
-from ..allowlist import chat_body
+from ..config.allowlist import chat_body
+from ..config.rules import UpstreamConfig
 from ..errors import (
     UpstreamBusy,
     UpstreamDisconnected,
@@ -38,7 +39,6 @@ from ..errors import (
 )
 from ..jsoncodec import dumps
 from ..observe.redact import REDACTOR
-from ..rules import UpstreamConfig
 from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
 

@@ -26,10 +26,10 @@ import kubernetes_validate
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
+from toolshim.config.rules import load_rules
+from toolshim.config.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
+from toolshim.config.settings import load_settings
 from toolshim.observe.metrics import Metrics
-from toolshim.rules import load_rules
-from toolshim.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
-from toolshim.settings import load_settings
 
 from tests.deploy.contracts import CONTRACT, NOT_IN_K8S_SCHEMAS, SERVICEMONITOR_SCHEMA
 from tests.deploy.files import (

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..formats import FORMATS
 from .allowlist import allowed_fields, forbidden_extension
-from .formats import FORMATS
 
 SERVED_MODES = ("native", "auto")  # tool modes besides the registered formats (formats.FORMATS)
 
