@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config.rules import RuleSet, is_glob
-from .errors import ProxyError
 from .upstream import Upstream
+from .wire.errors import ProxyError
 
 log = logging.getLogger(__name__)
 

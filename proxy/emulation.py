@@ -30,9 +30,7 @@ from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .config.rules import ModelRule
 from .constraint import Constraining
-from .delta import decode, parse_payload
 from .echo import Instructions
-from .errors import NoValidToolCall, UpstreamHTTPError
 from .formats import StreamParser
 from .formats._thought import set_thinking
 from .formats.lenient import new_parser
@@ -42,7 +40,9 @@ from .observe.metrics import Metrics
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
 from .upstream import Upstream, UpstreamStream, open_stream
+from .upstream.delta import decode, parse_payload
 from .usage import AttemptUsage, settle_usage
+from .wire.errors import NoValidToolCall, UpstreamHTTPError
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,15 @@ from . import modes, responses
 from .catalog import model_card
 from .config.rules import Resolved
 from .drain import was_cut
-from .errors import (
+from .limits import RequestLimits, check_body, check_chat, check_responses
+from .middleware import secret_matches
+from .observe.context import RequestInfo
+from .observe.redact import REDACTOR
+from .policies import apply_policies
+from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
+from .turn import ChatTurn
+from .upstream.openai_http import relay_headers
+from .wire.errors import (
     ErrorView,
     InvalidRequest,
     ModelNotFound,
@@ -33,16 +41,8 @@ from .errors import (
     UnsupportedMediaType,
     render_error,
 )
-from .jsoncodec import dumps
-from .limits import RequestLimits, check_body, check_chat, check_responses
-from .middleware import secret_matches
-from .observe.context import RequestInfo
-from .observe.redact import REDACTOR
-from .policies import apply_policies
-from .sse import encode_json
-from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
-from .turn import ChatTurn
-from .upstream.openai_http import relay_headers
+from .wire.jsoncodec import dumps
+from .wire.sse import encode_json
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config.settings import Settings
-from .errors import InvalidRequest
+from .wire.errors import InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,18 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from .config.settings import is_loopback
-from .errors import Forbidden, InvalidRequest, ProxyError, Unauthorized, UpstreamError, http_status_error, render_error
 from .observe.context import RequestInfo
 from .observe.logs import request_id_var
 from .state import INFO_KEY, METRICS, SETTINGS
+from .wire.errors import (
+    Forbidden,
+    InvalidRequest,
+    ProxyError,
+    Unauthorized,
+    UpstreamError,
+    http_status_error,
+    render_error,
+)
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("toolshim.access")

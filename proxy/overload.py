@@ -13,9 +13,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from .connections import GuardedRequestHandler
-from .errors import Overloaded
 from .middleware import Handler
 from .state import METRICS, SETTINGS, STATE
+from .wire.errors import Overloaded
 
 
 @web.middleware

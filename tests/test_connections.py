@@ -31,8 +31,8 @@ from toolshim.connections import (
     connection_cap,
     raw_error,
 )
-from toolshim.errors import Overloaded
 from toolshim.observe.metrics import Metrics
+from toolshim.wire.errors import Overloaded
 
 from tests.conftest import Proxy, free_port, write_rules
 from tests.fakes import FakeUpstream, Reply, completion, text_stream

@@ -11,7 +11,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.sse import DONE, DONE_BYTES, EventTooLarge, SSEDecoder, SSEEvent, encode, encode_json
+from toolshim.wire.sse import DONE, DONE_BYTES, EventTooLarge, SSEDecoder, SSEEvent, encode, encode_json
 
 
 def decode_pieces(pieces: list[str]) -> list[SSEEvent]:

@@ -26,11 +26,11 @@ import aiohttp
 from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from toolshim.errors import InvalidRequest
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec
 from toolshim.formats._args import ToolIndex, finalize_call
 from toolshim.limits import json_depth
 from toolshim.toolschema import check_parameters
+from toolshim.wire.errors import InvalidRequest
 
 from tests.fakes import chunk, completion, sse, text_stream
 from tests.test_core_errors import custom_upstream

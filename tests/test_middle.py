@@ -14,8 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from toolshim.builder import Attempt, ResponseBuilder
 from toolshim.chunks import ChunkFactory, accumulate
-from toolshim.delta import Delta, decode, parse_payload
-from toolshim.errors import InvalidRequest, UpstreamProtocolError
 from toolshim.formats import (
     Malformed,
     Reasoning,
@@ -27,6 +25,8 @@ from toolshim.formats import (
     ToolChoice,
 )
 from toolshim.turn import ChatTurn
+from toolshim.upstream.delta import Delta, decode, parse_payload
+from toolshim.wire.errors import InvalidRequest, UpstreamProtocolError
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}, "strict": True}
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..jsoncodec import dumps
+from ..wire.jsoncodec import dumps
 
 Item = dict[str, Any]
 

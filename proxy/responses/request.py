@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import InvalidRequest
 from ..toolschema import check_parameters
+from ..wire.errors import InvalidRequest
 from .ids import new_id
 
 Item = dict[str, Any]

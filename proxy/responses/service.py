@@ -13,10 +13,10 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from .. import modes
-from ..errors import ErrorView, InvalidRequest, NotFound
 from ..observe.redact import REDACTOR
-from ..sse import encode_event
 from ..turn import ChatTurn
+from ..wire.errors import ErrorView, InvalidRequest, NotFound
+from ..wire.sse import encode_event
 from .events import Event, ResponseAssembler
 from .record import StoredResponse
 from .request import Item, ResponsesRequest

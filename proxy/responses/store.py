@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..errors import StoreUnavailable
+from ..wire.errors import StoreUnavailable
 from .record import Item, StoredResponse, json_text
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,8 @@
-"""Upstream clients: the only code that talks to model servers.
+"""Upstream clients: the only code that talks to model servers, and what comes back from them.
+
+``delta`` decodes every upstream chunk once into a typed ``Delta`` (OpenAI-compatible HTTP and
+litellm alike); ``relay`` passes native streams on event by event. May import ``config``, ``wire``
+and ``observe``; nothing of the chat path or the server.
 
 ``build_upstream(name, config)`` gives an object with ``complete``, ``stream``, ``forward``,
 ``start`` and ``close`` (see ``base.Upstream``). litellm is imported only when a litellm

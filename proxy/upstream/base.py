@@ -15,8 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from ..delta import Payload, decode, parse_payload
-from ..errors import (
+from ..wire.errors import (
     FirstTokenTimeout,
     ProxyError,
     UpstreamBusy,
@@ -26,6 +25,7 @@ from ..errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from .delta import Payload, decode, parse_payload
 
 # observer(upstream_name, outcome, seconds, http_status_or_None)
 Observer = Callable[[str, str, float, int | None], None]

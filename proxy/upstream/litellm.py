@@ -21,8 +21,9 @@ from typing import Any
 
 from ..config.allowlist import chat_body
 from ..config.rules import UpstreamConfig
-from ..delta import Payload
-from ..errors import (
+from ..observe.logs import route_library_logs
+from ..observe.redact import short_upstream_message
+from ..wire.errors import (
     InvalidRequest,
     ProxyError,
     UpstreamHTTPError,
@@ -30,9 +31,8 @@ from ..errors import (
     UpstreamUnavailable,
     retry_after_headers,
 )
-from ..observe.logs import route_library_logs
-from ..observe.redact import short_upstream_message
 from .base import Observer, UpstreamStream, report
+from .delta import Payload
 
 log = logging.getLogger(__name__)
 

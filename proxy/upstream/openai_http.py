@@ -28,7 +28,8 @@ import aiohttp
 
 from ..config.allowlist import chat_body
 from ..config.rules import UpstreamConfig
-from ..errors import (
+from ..observe.redact import REDACTOR
+from ..wire.errors import (
     UpstreamBusy,
     UpstreamDisconnected,
     UpstreamProtocolError,
@@ -37,9 +38,8 @@ from ..errors import (
     stream_error,
     upstream_http_error,
 )
-from ..jsoncodec import dumps
-from ..observe.redact import REDACTOR
-from ..sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
+from ..wire.jsoncodec import dumps
+from ..wire.sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
 
 DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024

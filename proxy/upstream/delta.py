@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UpstreamProtocolError, stream_error
+from ..wire.errors import UpstreamProtocolError, stream_error
 
 Payload = str | dict[str, Any]
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from ..observe.context import RequestInfo
+from ..observe.redact import REDACTOR
+from ..wire.jsoncodec import dumps
+from ..wire.sse import DONE_BYTES, encode
+from . import Upstream, open_stream
 from .delta import Delta, decode, parse_payload, well_formed
-from .jsoncodec import dumps
-from .observe.context import RequestInfo
-from .observe.redact import REDACTOR
-from .sse import DONE_BYTES, encode
-from .upstream import Upstream, open_stream
 
 
 async def complete(upstream: Upstream, body: dict[str, Any], info: RequestInfo) -> dict[str, Any]:

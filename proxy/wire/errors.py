@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .observe.redact import REDACTOR, short_upstream_message
+from ..observe.redact import REDACTOR, short_upstream_message
 
 
 class ProxyError(Exception):
