@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolshim.constraint import GrammarCache
+from toolshim.constrain.grammars import GrammarCache
 from toolshim.formats import ToolChoice, ToolSpec
 
 from tests.formats.tools import OPENAI_TOOLS

@@ -29,7 +29,7 @@ from typing import Any
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .config.rules import ModelRule
-from .constraint import Constraining
+from .constrain.grammars import Constraining
 from .echo import Instructions
 from .formats import StreamParser
 from .formats._thought import set_thinking

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from .chunks import ChunkFactory, accumulate, split_completion
 from .config.rules import Resolved
-from .constraint import GRAMMARS, Constraining, body_fields
+from .constrain.grammars import GRAMMARS, Constraining, body_fields
 from .emulation import Emulator
 from .formats import get_format
 from .observe.context import RequestInfo

@@ -11,7 +11,7 @@ import openai
 import pytest
 from toolshim import modes
 from toolshim.config.rules import RulesError, lint, load_rules
-from toolshim.constraint import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
+from toolshim.constrain.grammars import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
 
 from tests.fakes import Reply, text_stream

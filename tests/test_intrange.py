@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from toolshim.intrange import MAX_DIGITS, integer_bounds, integer_range_rule
+from toolshim.constrain.intrange import MAX_DIGITS, integer_bounds, integer_range_rule
 
 from tests.gbnf import parses
 

@@ -54,12 +54,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .config.allowlist import Injected
-from .config.rules import CONSTRAINED_FORMATS
-from .formats import ToolChoice, ToolSpec
-from .formats._hermes_markup import CLOSE, OPEN
-from .formats._pythonic_values import plain_key
-from .schema_grammar import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
+from ..config.allowlist import Injected
+from ..config.rules import CONSTRAINED_FORMATS
+from ..formats import ToolChoice, ToolSpec
+from ..formats._hermes_markup import CLOSE, OPEN
+from ..formats._pythonic_values import plain_key
+from .schema_gbnf import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
 
 log = logging.getLogger(__name__)
 
