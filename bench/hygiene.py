@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
+from toolshim.chat.rewrite import TOOL_RESULTS_ARE_DATA
 from toolshim.formats import ToolChoice, ToolSpec, get_format
-from toolshim.rewrite import TOOL_RESULTS_ARE_DATA
 
 ECHO_WORDS = 6
 _WORD = re.compile(r"[^\W_]+")

@@ -17,17 +17,18 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from . import modes, responses
+from . import responses
 from .catalog import model_card
+from .chat import modes
+from .chat.limits import RequestLimits, check_body, check_chat, check_responses
+from .chat.policies import apply_policies
+from .chat.turn import ChatTurn
 from .config.rules import Resolved
 from .drain import was_cut
-from .limits import RequestLimits, check_body, check_chat, check_responses
 from .middleware import secret_matches
 from .observe.context import RequestInfo
 from .observe.redact import REDACTOR
-from .policies import apply_policies
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
-from .turn import ChatTurn
 from .upstream.openai_http import relay_headers
 from .wire.errors import (
     ErrorView,

@@ -16,9 +16,9 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.chat.usage import estimate_tokens, prompt_text
 from toolshim.formats import FORMATS, get_format
 from toolshim.formats.base import ToolChoice
-from toolshim.usage import estimate_tokens, prompt_text
 
 from tests.checked import checked_openai
 from tests.fakes import Reply, text_stream

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from toolshim import modes
+from toolshim.chat import modes
 from toolshim.config.rules import RulesError, lint, load_rules
 from toolshim.constrain.grammars import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format

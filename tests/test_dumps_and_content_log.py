@@ -81,9 +81,9 @@ async def test_log_content_logs_prompt_and_model_text_only_when_on(
 ) -> None:
     fake_upstream.script(Reply(pieces=text_stream(["Let me look. ", CALL])))
     proxy = await start_proxy(models=HERMES, log_content=log_content)
-    with caplog.at_level(logging.DEBUG, logger="toolshim.emulation"):
+    with caplog.at_level(logging.DEBUG, logger="toolshim.chat.emulation"):
         await post(proxy)
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "toolshim.emulation")
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "toolshim.chat.emulation")
     assert ("Weather in Paris?" in logged and "get_weather" in logged and CALL in logged) is log_content
     if not log_content:
         assert "Weather in Paris?" not in logged and CALL not in logged

@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.echo import MAX_HELD, MAX_MISSES, EchoFilter, Instructions
+from toolshim.chat.echo import MAX_HELD, MAX_MISSES, EchoFilter, Instructions
 from toolshim.formats import FORMATS, get_format
 from toolshim.formats.base import ToolChoice
 

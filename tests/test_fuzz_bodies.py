@@ -26,10 +26,10 @@ import aiohttp
 from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from toolshim.chat.limits import json_depth
+from toolshim.chat.toolschema import check_parameters
 from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec
 from toolshim.formats._args import ToolIndex, finalize_call
-from toolshim.limits import json_depth
-from toolshim.toolschema import check_parameters
 from toolshim.wire.errors import InvalidRequest
 
 from tests.fakes import chunk, completion, sse, text_stream

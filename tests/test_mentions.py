@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.echo import EchoFilter, Instructions
-from toolshim.mentions import WrapperMentions
+from toolshim.chat.echo import EchoFilter, Instructions
+from toolshim.chat.mentions import WrapperMentions
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import ask, emulated

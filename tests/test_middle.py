@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolshim.builder import Attempt, ResponseBuilder
-from toolshim.chunks import ChunkFactory, accumulate
+from toolshim.chat.builder import Attempt, ResponseBuilder
+from toolshim.chat.chunks import ChunkFactory, accumulate
+from toolshim.chat.turn import ChatTurn
 from toolshim.formats import (
     Malformed,
     Reasoning,
@@ -24,7 +25,6 @@ from toolshim.formats import (
     ToolCallStart,
     ToolChoice,
 )
-from toolshim.turn import ChatTurn
 from toolshim.upstream.delta import Delta, decode, parse_payload
 from toolshim.wire.errors import InvalidRequest, UpstreamProtocolError
 

@@ -24,9 +24,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from toolshim.config.rules import ModelRule
-from toolshim.formats import ToolCallRecord, get_format
-from toolshim.policies import (
+from toolshim.chat.policies import (
     CUT_MARKER,
     _fair_shares,
     apply_policies,
@@ -36,7 +34,9 @@ from toolshim.policies import (
     trailing_tool_errors,
     trailing_tool_turns,
 )
-from toolshim.turn import TOOL_FIELDS, ChatTurn
+from toolshim.chat.turn import TOOL_FIELDS, ChatTurn
+from toolshim.config.rules import ModelRule
+from toolshim.formats import ToolCallRecord, get_format
 
 from tests.checked import checked_openai
 from tests.deltas import check_deltas, parse_sse, streamed_calls

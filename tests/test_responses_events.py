@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from toolshim.chunks import ChunkFactory, accumulate, split_completion
+from toolshim.chat.chunks import ChunkFactory, accumulate, split_completion
 from toolshim.responses.events import ResponseAssembler
 
 from tests.test_responses import check_events

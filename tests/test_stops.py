@@ -6,7 +6,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.stops import StopMatcher
+from toolshim.chat.stops import StopMatcher
 
 STOPS = ("\nObservation:", "<END>", "</tool_call>")
 

@@ -12,14 +12,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "proxy"
 # Modules with no network, no asyncio, no aiohttp: they are fed data and return data.
 SANS_IO = (
-    "turn",
-    "policies",
-    "rewrite",
+    "chat.turn",
+    "chat.policies",
+    "chat.rewrite",
     "upstream.delta",
-    "builder",
-    "chunks",
+    "chat.builder",
+    "chat.chunks",
     "wire.sse",
-    "schemas",
+    "chat.schemas",
     "wire.errors",
     "config.allowlist",
     "responses.request",
@@ -92,8 +92,8 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_graph_is_read() -> None:
     edges = graph()
-    assert "handlers" in edges and "turn" in edges["handlers"] and "state" in edges["handlers"]
-    assert "formats" in edges["rewrite"]
+    assert "handlers" in edges and "chat.turn" in edges["handlers"] and "state" in edges["handlers"]
+    assert "formats" in edges["chat.rewrite"]
 
 
 def test_no_import_cycles() -> None:

@@ -9,11 +9,9 @@ import sys
 from typing import Any
 
 import pytest
-from toolshim.config.rules import ModelRule
-from toolshim.formats import ToolSpec, get_format
-from toolshim.policies import apply_policies
-from toolshim.rewrite import build_plan
-from toolshim.toolrank import (
+from toolshim.chat.policies import apply_policies
+from toolshim.chat.rewrite import build_plan
+from toolshim.chat.toolrank import (
     asks_for_several,
     first_user_text,
     in_asked_order,
@@ -22,7 +20,9 @@ from toolshim.toolrank import (
     related_tools,
     stems,
 )
-from toolshim.turn import ChatTurn
+from toolshim.chat.turn import ChatTurn
+from toolshim.config.rules import ModelRule
+from toolshim.formats import ToolSpec, get_format
 
 
 def tool(name: str, description: str = "", *params: str) -> ToolSpec:
@@ -260,7 +260,7 @@ def test_the_order_is_the_same_in_every_process() -> None:
         " and what nutritional information could it provide me."
     )
     script = (
-        "import json, sys; from toolshim.formats import ToolSpec; from toolshim.toolrank import ranked; "
+        "import json, sys; from toolshim.formats import ToolSpec; from toolshim.chat.toolrank import ranked; "
         "tools = [ToolSpec(*t) for t in json.loads(sys.argv[1])]; "
         "print([t.name for t in ranked(tools, sys.argv[2])])"
     )

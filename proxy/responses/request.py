@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..toolschema import check_parameters
+from ..chat.toolschema import check_parameters
 from ..wire.errors import InvalidRequest
 from .ids import new_id
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
-from .. import modes
+from ..chat import modes
+from ..chat.turn import ChatTurn
 from ..observe.redact import REDACTOR
-from ..turn import ChatTurn
 from ..wire.errors import ErrorView, InvalidRequest, NotFound
 from ..wire.sse import encode_event
 from .events import Event, ResponseAssembler

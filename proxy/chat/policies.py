@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from .config.rules import ModelRule
-from .formats import ToolChoice
-from .formats.history import content_text, merge_system_prompt
+from ..config.rules import ModelRule
+from ..formats import ToolChoice
+from ..formats.history import content_text, merge_system_prompt
 from .toolrank import first_user_text, ranked, related_tools
 from .turn import ChatTurn, tool_name
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .wire.errors import InvalidRequest
+from ..wire.errors import InvalidRequest
 
 TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _SCHEMA = frozenset({"additionalProperties", "additionalItems", "not", "contains", "propertyNames", "if", "then"})

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
+from ..wire.errors import InvalidRequest
 from .toolschema import check_parameters
-from .wire.errors import InvalidRequest
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 

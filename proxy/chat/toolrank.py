@@ -38,8 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .formats import ToolSpec
-from .formats.history import content_text
+from ..formats import ToolSpec
+from ..formats.history import content_text
 
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 _STEM = 6  # words compared by their first six letters: "lawsuits" ~ "lawsuit", "calculates" ~ "calculate"

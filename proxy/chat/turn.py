@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from .formats import ToolChoice, ToolSpec
+from ..formats import ToolChoice, ToolSpec
+from ..wire.errors import InvalidRequest
 from .schemas import validate_chat
-from .wire.errors import InvalidRequest
 
 Message = dict[str, Any]
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
+from ..formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
+from ..formats.base import FinishReason
+from ..formats.plain import plain_text
 from .echo import MAX_MISSES, EchoFilter, Instructions
-from .formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
-from .formats.base import FinishReason
-from .formats.plain import plain_text
 
 log = logging.getLogger(__name__)
 

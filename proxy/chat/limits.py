@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config.settings import Settings
-from .wire.errors import InvalidRequest
+from ..config.settings import Settings
+from ..wire.errors import InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,22 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..config.rules import Resolved
+from ..constrain.grammars import GRAMMARS, Constraining, body_fields
+from ..formats import get_format
+from ..observe.context import RequestInfo
+from ..observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
+from ..observe.metrics import Metrics
+from ..observe.redact import REDACTOR
+from ..upstream import Upstream
+from ..upstream import relay as native
+from ..upstream.delta import well_formed
+from ..wire.errors import DeadlineExceeded, UpstreamHTTPError, UpstreamProtocolError
+from ..wire.sse import DONE_BYTES, encode_json
 from .chunks import ChunkFactory, accumulate, split_completion
-from .config.rules import Resolved
-from .constrain.grammars import GRAMMARS, Constraining, body_fields
 from .emulation import Emulator
-from .formats import get_format
-from .observe.context import RequestInfo
-from .observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
-from .observe.metrics import Metrics
-from .observe.redact import REDACTOR
 from .rewrite import EmulationPlan, build_plan
 from .turn import ChatTurn
-from .upstream import Upstream
-from .upstream import relay as native
-from .upstream.delta import well_formed
-from .wire.errors import DeadlineExceeded, UpstreamHTTPError, UpstreamProtocolError
-from .wire.sse import DONE_BYTES, encode_json
 
 log = logging.getLogger(__name__)
 _TOOLS_REJECTED = re.compile(r"tool|function[ _-]?call", re.IGNORECASE)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config.rules import ModelRule
-from .formats import ToolChoice, ToolFormat, ToolSpec
-from .formats.history import merge_system_prompt, render_history
+from ..config.rules import ModelRule
+from ..formats import ToolChoice, ToolFormat, ToolSpec
+from ..formats.history import merge_system_prompt, render_history
+from ..wire.errors import InvalidRequest
 from .toolrank import first_user_text, listing_order
 from .turn import ChatTurn
-from .wire.errors import InvalidRequest
 
 # Added to the tool instructions once the history holds tool results: a page a tool fetched may
 # carry instructions and ready-made calls (defused, see formats/defuse.py); they are not the user's.

@@ -26,23 +26,23 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from ..config.rules import ModelRule
+from ..constrain.grammars import Constraining
+from ..formats import StreamParser
+from ..formats._thought import set_thinking
+from ..formats.lenient import new_parser
+from ..observe.context import RequestInfo
+from ..observe.dumps import DumpWriter
+from ..observe.metrics import Metrics
+from ..upstream import Upstream, UpstreamStream, open_stream
+from ..upstream.delta import decode, parse_payload
+from ..wire.errors import NoValidToolCall, UpstreamHTTPError
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
-from .config.rules import ModelRule
-from .constrain.grammars import Constraining
 from .echo import Instructions
-from .formats import StreamParser
-from .formats._thought import set_thinking
-from .formats.lenient import new_parser
-from .observe.context import RequestInfo
-from .observe.dumps import DumpWriter
-from .observe.metrics import Metrics
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
-from .upstream import Upstream, UpstreamStream, open_stream
-from .upstream.delta import decode, parse_payload
 from .usage import AttemptUsage, settle_usage
-from .wire.errors import NoValidToolCall, UpstreamHTTPError
 
 log = logging.getLogger(__name__)
 
