@@ -24,10 +24,10 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from toolshim.app import create_app, start_site  # noqa: E402
 from toolshim.config.rules import load_rules  # noqa: E402
 from toolshim.config.settings import Settings  # noqa: E402
 from toolshim.formats import ToolCallRecord, get_format  # noqa: E402
+from toolshim.server.app import create_app, start_site  # noqa: E402
 
 from tests.conftest import free_port, write_rules  # noqa: E402
 from tests.fakes import FakeUpstream, Reply, text_stream  # noqa: E402

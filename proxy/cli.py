@@ -10,9 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import __version__, listener
+from . import __version__
 from .config.rules import RulesError, describe, lint, load_rules
 from .config.settings import SettingsError, load_settings
+from .server import listener
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,6 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"toolshim: {listener.describe(exc, settings.host, settings.port)}", file=sys.stderr)
         return 2
-    from .server import serve
+    from .server.workers import serve
 
     return serve(settings, sockets)

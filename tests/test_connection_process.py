@@ -131,7 +131,7 @@ def test_the_worker_raises_its_open_files_limit_to_the_hard_limit() -> None:
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
 
-    code = "import resource; from toolshim.connections import raise_fd_limit; print(raise_fd_limit()); "
+    code = "import resource; from toolshim.server.connections import raise_fd_limit; print(raise_fd_limit()); "
     code += "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True, preexec_fn=lower

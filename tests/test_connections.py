@@ -20,10 +20,11 @@ import openai
 import pytest
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
-from toolshim.app import create_app
 from toolshim.config.rules import load_rules
 from toolshim.config.settings import Settings
-from toolshim.connections import (
+from toolshim.observe.metrics import Metrics
+from toolshim.server.app import create_app
+from toolshim.server.connections import (
     FD_RESERVE,
     ConnectionLimits,
     GuardedAppRunner,
@@ -31,7 +32,6 @@ from toolshim.connections import (
     connection_cap,
     raw_error,
 )
-from toolshim.observe.metrics import Metrics
 from toolshim.wire.errors import Overloaded
 
 from tests.conftest import Proxy, free_port, write_rules

@@ -9,7 +9,7 @@ import pytest
 from toolshim import __version__
 from toolshim.config.rules import RulesError, lint, load_rules
 from toolshim.config.settings import Settings, SettingsError, load_settings
-from toolshim.server import start_line
+from toolshim.server.workers import start_line
 
 from tests.test_core_cli import run
 

@@ -53,8 +53,8 @@ async def test_a_failing_upstream_is_logged_and_skipped(
 ) -> None:
     proxy = await start_proxy(models=RULES)
     fake_upstream.script(Reply(status=500, body={"error": {"message": "models endpoint broke"}}))
-    with caplog.at_level(logging.WARNING, logger="toolshim.catalog"):
+    with caplog.at_level(logging.WARNING, logger="toolshim.server.catalog"):
         cards = await listing(proxy)
     assert [c["id"] for c in cards] == ["gpt-4o"]
-    warning = [r for r in caplog.records if r.name == "toolshim.catalog"]
+    warning = [r for r in caplog.records if r.name == "toolshim.server.catalog"]
     assert warning and warning[0].levelno == logging.WARNING and "models endpoint broke" in warning[0].getMessage()

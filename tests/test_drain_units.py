@@ -13,13 +13,13 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from toolshim.app import create_app, start_site
 from toolshim.config.cpus import CpuBudget, cgroup_quota
 from toolshim.config.rules import load_rules
 from toolshim.config.settings import Settings
-from toolshim.drain import INFLIGHT, drain
-from toolshim.server import RestartPolicy
-from toolshim.state import METRICS
+from toolshim.server.app import create_app, start_site
+from toolshim.server.drain import INFLIGHT, drain
+from toolshim.server.state import METRICS
+from toolshim.server.workers import RestartPolicy
 
 from tests.conftest import free_port, write_rules
 from tests.fakes import FakeUpstream, Reply, text_stream

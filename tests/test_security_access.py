@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from toolshim.middleware import has_dot_segments, host_name
+from toolshim.server.middleware import has_dot_segments, host_name
 
 from tests.conftest import write_rules
 from tests.fakes import FakeUpstream

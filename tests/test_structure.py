@@ -1,4 +1,5 @@
-"""The package's import structure: no cycles, nothing imports ``app``, the sans-IO core stays free of I/O.
+"""The package's import structure: the folders' allowed directions, no cycles, nothing imports the server,
+nothing outside ``formats`` imports its private modules, the sans-IO core stays free of I/O.
 
 Read from the source with ``ast`` (imports under ``TYPE_CHECKING`` count too: a cycle of type
 hints is still a cycle in the design).
@@ -28,6 +29,21 @@ SANS_IO = (
     "responses.ids",
 )
 IO_MODULES = ("aiohttp", "asyncio", "socket", "litellm")
+# Which package may import which (the root modules ``cli``/``__main__`` and ``__init__`` aside). Data
+# flows one way: server -> responses -> chat -> constrain/upstream -> config -> formats; wire and
+# observe are below everything but formats, which imports nothing of the package.
+ALLOWED: dict[str, set[str]] = {
+    "server": {"responses", "chat", "constrain", "upstream", "config", "formats", "wire", "observe"},
+    "responses": {"chat", "formats", "upstream", "config", "wire", "observe"},
+    "chat": {"constrain", "upstream", "config", "formats", "wire", "observe"},
+    "constrain": {"config", "formats", "wire", "observe"},
+    "upstream": {"config", "wire", "observe"},
+    "config": {"formats", "wire", "observe"},
+    "wire": {"observe"},
+    "formats": set(),
+    "observe": set(),
+}
+ROOT_MODULES = {"", "cli", "__main__"}
 
 
 def module_name(path: Path) -> str:
@@ -90,9 +106,49 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def package_of(module: str) -> str:
+    return module.split(".")[0] if "." in module else module
+
+
+def test_every_folder_is_placed_and_says_what_it_holds() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(ALLOWED), folders ^ set(ALLOWED)
+    loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", *ROOT_MODULES}
+    assert not loose, f"modules at the package root belong in a folder: {sorted(loose)}"
+    for folder in folders:
+        assert ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())), folder
+
+
+def test_imports_follow_the_allowed_directions() -> None:
+    wrong = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph().items()
+        if package_of(module) not in ROOT_MODULES
+        for dep in deps
+        if package_of(dep) not in (package_of(module), "") and package_of(dep) not in ALLOWED[package_of(module)]
+    )
+    assert not wrong, wrong
+
+
+def test_the_direction_check_finds_a_wrong_import() -> None:
+    assert "server" not in ALLOWED["chat"] and "chat" not in ALLOWED["formats"]
+
+
+def test_nothing_outside_formats_imports_its_private_modules() -> None:
+    private = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph().items()
+        if package_of(module) != "formats"
+        for dep in deps
+        if dep.startswith("formats._")
+    )
+    assert not private, private
+
+
 def test_graph_is_read() -> None:
     edges = graph()
-    assert "handlers" in edges and "chat.turn" in edges["handlers"] and "state" in edges["handlers"]
+    assert "server.handlers" in edges and "chat.turn" in edges["server.handlers"]
+    assert "server.state" in edges["server.handlers"]
     assert "formats" in edges["chat.rewrite"]
 
 
@@ -108,9 +164,13 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_nothing_inside_imports_app() -> None:
-    importers = sorted(m for m, deps in graph().items() if "app" in deps)
-    assert importers == ["server"], importers
+def test_nothing_imports_the_server_but_cli() -> None:
+    importers = sorted(
+        m for m, deps in graph().items() if package_of(m) != "server" and any(package_of(d) == "server" for d in deps)
+    )
+    assert importers == ["cli"], importers
+    app_importers = sorted(m for m, deps in graph().items() if "server.app" in deps)
+    assert app_importers == ["server.workers"], app_importers
 
 
 def test_sans_io_core_does_no_io() -> None:

@@ -28,8 +28,7 @@ from typing import Any
 
 from ..config.rules import ModelRule
 from ..constrain.grammars import Constraining
-from ..formats import StreamParser
-from ..formats._thought import set_thinking
+from ..formats import StreamParser, set_thinking
 from ..formats.lenient import new_parser
 from ..observe.context import RequestInfo
 from ..observe.dumps import DumpWriter

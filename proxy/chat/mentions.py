@@ -15,8 +15,9 @@ Linear: each ``feed`` looks at the new text plus at most one span's length held 
 
 from __future__ import annotations
 
-from ..formats._hermes_markup import RESPONSE, RESPONSE_END
-from ..formats._text import partial_marker_len
+from ..formats import RESULT_CLOSE as RESPONSE_END
+from ..formats import RESULT_OPEN as RESPONSE
+from ..formats import partial_marker_len
 
 _NAME = RESPONSE.strip("<>")
 _PAIR = RESPONSE + RESPONSE_END  # the instructions' own "<tool_response></tool_response> tags", quoted in prose

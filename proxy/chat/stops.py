@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..formats._text import find_first
+from ..formats import find_first
 
 
 class StopMatcher:

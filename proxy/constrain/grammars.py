@@ -56,9 +56,9 @@ from typing import Any, Literal
 
 from ..config.allowlist import Injected
 from ..config.rules import CONSTRAINED_FORMATS
-from ..formats import ToolChoice, ToolSpec
-from ..formats._hermes_markup import CLOSE, OPEN
-from ..formats._pythonic_values import plain_key
+from ..formats import CALL_CLOSE as CLOSE
+from ..formats import CALL_OPEN as OPEN
+from ..formats import ToolChoice, ToolSpec, plain_key
 from .schema_gbnf import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
 
 log = logging.getLogger(__name__)

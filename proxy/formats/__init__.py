@@ -1,10 +1,22 @@
 """Tool-call text protocols, by stable name (the ``tool_mode`` values used in rules files).
 
 Adding a format: one new module with a ``ToolFormat`` class, one line here, its tests.
+
+This module is the package's public face: code outside ``formats`` imports from here (or from a
+format's own module), never from the private ``_`` modules. Besides the registry it offers the
+text helpers other sans-IO filters share (``find_first``, ``partial_marker_len``), the thinking
+split (``set_thinking``), the hermes call and result tags, and ``plain_key`` (pythonic keywords).
 """
 
 from __future__ import annotations
 
+from ._hermes_markup import CLOSE as CALL_CLOSE
+from ._hermes_markup import OPEN as CALL_OPEN
+from ._hermes_markup import RESPONSE as RESULT_OPEN
+from ._hermes_markup import RESPONSE_END as RESULT_CLOSE
+from ._pythonic_values import plain_key
+from ._text import find_first, partial_marker_len
+from ._thought import set_thinking
 from .base import (
     Event,
     Malformed,
@@ -48,7 +60,11 @@ def get_format(name: str) -> ToolFormat:
 
 
 __all__ = [
+    "CALL_CLOSE",
+    "CALL_OPEN",
     "FORMATS",
+    "RESULT_CLOSE",
+    "RESULT_OPEN",
     "Event",
     "Malformed",
     "Reasoning",
@@ -62,5 +78,9 @@ __all__ = [
     "ToolChoice",
     "ToolFormat",
     "ToolSpec",
+    "find_first",
     "get_format",
+    "partial_marker_len",
+    "plain_key",
+    "set_thinking",
 ]

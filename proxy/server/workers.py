@@ -33,13 +33,13 @@ from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from ..config.cpus import cpu_budget
+from ..config.rules import RulesError
+from ..config.settings import Settings
+from ..observe.logs import configure_logging
+from ..observe.logthrottle import install_loop_throttle
 from . import listener
-from .config.cpus import cpu_budget
-from .config.rules import RulesError
-from .config.settings import Settings
 from .connections import raise_fd_limit
-from .observe.logs import configure_logging
-from .observe.logthrottle import install_loop_throttle
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ EXIT_START_FAILED = 3  # a worker that could not start (its rules, say); the sup
 
 
 async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_pid: int | None) -> None:
+    from ..config.rules import load_rules
     from .app import create_app, start_site
-    from .config.rules import load_rules
     from .drain import CUT_GRACE, drain
     from .state import STATE, reload_rules
 
@@ -161,8 +161,8 @@ def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int
 
 def start_line(settings: Settings) -> str:
     """The one start-up line: version, rules, their size, where it listens, how many workers."""
-    from . import __version__
-    from .config.rules import RulesError, load_rules
+    from .. import __version__
+    from ..config.rules import RulesError, load_rules
 
     try:
         rules = load_rules(settings.rules_path)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ..wire.errors import Overloaded
 from .connections import GuardedRequestHandler
 from .middleware import Handler
 from .state import METRICS, SETTINGS, STATE
-from .wire.errors import Overloaded
 
 
 @web.middleware

@@ -16,9 +16,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .config.rules import RuleSet, is_glob
-from .upstream import Upstream
-from .wire.errors import ProxyError
+from ..config.rules import RuleSet, is_glob
+from ..upstream import Upstream
+from ..wire.errors import ProxyError
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from ..config.rules import RulesError, RuleSet, UpstreamConfig, load_rules
+from ..config.settings import Settings
+from ..observe.context import RequestInfo
+from ..observe.metrics import Metrics
+from ..observe.redact import REDACTOR
+from ..responses.store import ResponseStore
+from ..upstream import Upstream, build_upstream
 from .catalog import ModelCatalog
-from .config.rules import RulesError, RuleSet, UpstreamConfig, load_rules
-from .config.settings import Settings
-from .observe.context import RequestInfo
-from .observe.metrics import Metrics
-from .observe.redact import REDACTOR
-from .responses.store import ResponseStore
-from .upstream import Upstream, build_upstream
 
 log = logging.getLogger(__name__)
 

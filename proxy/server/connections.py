@@ -39,9 +39,9 @@ from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
-from .observe.metrics import Metrics
-from .wire.errors import ErrorView, Overloaded, ProxyError, RequestTimeout, bad_http_request, render_error
-from .wire.jsoncodec import dumps
+from ..observe.metrics import Metrics
+from ..wire.errors import ErrorView, Overloaded, ProxyError, RequestTimeout, bad_http_request, render_error
+from ..wire.jsoncodec import dumps
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .wire.errors import ShuttingDown
+from ..wire.errors import ShuttingDown
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,10 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from .config.settings import is_loopback
-from .observe.context import RequestInfo
-from .observe.logs import request_id_var
-from .state import INFO_KEY, METRICS, SETTINGS
-from .wire.errors import (
+from ..config.settings import is_loopback
+from ..observe.context import RequestInfo
+from ..observe.logs import request_id_var
+from ..wire.errors import (
     Forbidden,
     InvalidRequest,
     ProxyError,
@@ -31,6 +30,7 @@ from .wire.errors import (
     http_status_error,
     render_error,
 )
+from .state import INFO_KEY, METRICS, SETTINGS
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("toolshim.access")

@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from .config.rules import RuleSet
-from .config.settings import Settings
+from ..config.rules import RuleSet
+from ..config.settings import Settings
+from ..observe.metrics import Metrics
+from ..observe.redact import REDACTOR, install_log_redaction
+from ..responses.store import open_store
 from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
 from .drain import INFLIGHT, Inflight, inflight_middleware
 from .handlers import add_routes
 from .listener import BACKLOG
 from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
-from .observe.metrics import Metrics
-from .observe.redact import REDACTOR, install_log_redaction
 from .overload import overload_middleware
-from .responses.store import open_store
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, AppState, build_runtime, configured_secrets
 
 

@@ -17,20 +17,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from . import responses
-from .catalog import model_card
-from .chat import modes
-from .chat.limits import RequestLimits, check_body, check_chat, check_responses
-from .chat.policies import apply_policies
-from .chat.turn import ChatTurn
-from .config.rules import Resolved
-from .drain import was_cut
-from .middleware import secret_matches
-from .observe.context import RequestInfo
-from .observe.redact import REDACTOR
-from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
-from .upstream.openai_http import relay_headers
-from .wire.errors import (
+from .. import responses
+from ..chat import modes
+from ..chat.limits import RequestLimits, check_body, check_chat, check_responses
+from ..chat.policies import apply_policies
+from ..chat.turn import ChatTurn
+from ..config.rules import Resolved
+from ..observe.context import RequestInfo
+from ..observe.redact import REDACTOR
+from ..upstream.openai_http import relay_headers
+from ..wire.errors import (
     ErrorView,
     InvalidRequest,
     ModelNotFound,
@@ -42,8 +38,12 @@ from .wire.errors import (
     UnsupportedMediaType,
     render_error,
 )
-from .wire.jsoncodec import dumps
-from .wire.sse import encode_json
+from ..wire.jsoncodec import dumps
+from ..wire.sse import encode_json
+from .catalog import model_card
+from .drain import was_cut
+from .middleware import secret_matches
+from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 
 log = logging.getLogger(__name__)
 
