@@ -7,12 +7,13 @@ names the flag or ``TOOLSHIM_*`` variable to fix, and exit code 2; never a trace
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__, listener
 from .rules import RulesError, describe, lint, load_rules
-from .settings import SettingsError, load_settings
+from .settings import DEFAULT_RULES, ENV_VARS, SettingsError, load_settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,7 +21,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"toolshim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
-    serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
+    serve.add_argument(
+        "--rules", help="rules file or folder (env TOOLSHIM_RULES; default: the rules shipped with toolshim)"
+    )
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
     serve.add_argument(
@@ -39,11 +42,15 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a non-loopback address without client keys, on purpose (env TOOLSHIM_ALLOW_UNAUTHENTICATED)",
     )
     check = sub.add_parser("check-rules", help="validate rules and print the model table")
-    check.add_argument("path", help="rules file or folder")
+    check.add_argument(
+        "path", nargs="?", help="rules file or folder (default: TOOLSHIM_RULES, else the rules shipped with toolshim)"
+    )
     return parser
 
 
-def _check_rules(path: str) -> int:
+def _check_rules(given: str | None) -> int:
+    """Check the rules ``serve`` would load: the path given, else ``TOOLSHIM_RULES``, else the packaged ones."""
+    path = given or os.environ.get(ENV_VARS["rules_path"]) or DEFAULT_RULES
     try:
         rules = load_rules(path)
     except RulesError as exc:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from toolshim.rules import RulesError, describe, load_rules
+from toolshim.settings import DEFAULT_RULES, Settings
 
 UPSTREAMS = (
     '{ local: { base_url: "http://127.0.0.1:11434/v1", api_key_env: "LOCAL_KEY" },\n'
@@ -88,6 +89,18 @@ def test_shipped_default_rules_are_valid() -> None:
     rules = load_rules(Path(__file__).parent.parent / "rules" / "default.json5")
     assert rules.models and rules.upstreams
     assert "qwen2.5" in describe(rules)
+
+
+def test_packaged_default_rules_are_the_repositorys_and_need_no_extra() -> None:
+    """``toolshim serve`` without rules loads the package's copy: rules/default.json5 itself (a symlink here,
+    a copy in the wheel), served by OpenAI-compatible upstreams only, so a bare ``pip install`` starts."""
+    shipped = Path(__file__).parent.parent / "rules" / "default.json5"
+    assert Settings().rules_path == DEFAULT_RULES
+    assert DEFAULT_RULES.read_bytes() == shipped.read_bytes()
+    rules = load_rules(DEFAULT_RULES)
+    assert {u.provider for u in rules.upstreams.values()} == {"openai"}
+    local = rules.resolve("local-coder")
+    assert local is not None and rules.upstreams[local.upstream_name].base_url == "http://127.0.0.1:8080/v1"
 
 
 BAD = [

@@ -167,6 +167,19 @@ def test_dockerfile_builder_gets_what_the_build_backend_reads() -> None:
     assert needed <= copied, f"the builder stage does not copy {sorted(needed - copied)}"
 
 
+def test_dockerfile_builder_gets_what_package_symlinks_point_at() -> None:
+    """A symlink in a package folder (proxy/default_rules.json5) is copied as a link: its target must be copied."""
+    parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
+    builder = parsed.stages[0]
+    copied = [s.rstrip("/") for c in copies(parsed) if c.stage == builder and c.from_stage is None for s in c.sources]
+    links = [p for source in copied for p in (ROOT / source).rglob("*") if p.is_symlink()]
+    assert links, "proxy/default_rules.json5 is expected to be a symlink into rules/"
+    for link in links:
+        target = link.resolve().relative_to(ROOT).as_posix()
+        covered = [s for s in copied if target == s or target.startswith(f"{s}/")]
+        assert covered, f"{link.relative_to(ROOT)} points at {target}, which the builder stage does not copy"
+
+
 def test_dockerfile_runtime_contract() -> None:
     parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
     assert len(parsed.stages) >= 2, "multi-stage: a builder and a runtime"
