@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, listener
-from .rules import RulesError, describe, lint, load_rules
+from .rules import MissingExtra, RulesError, describe, lint, load_rules
 from .settings import DEFAULT_RULES, ENV_VARS, SettingsError, load_settings
 
 
@@ -53,6 +53,9 @@ def _check_rules(given: str | None) -> int:
     path = given or os.environ.get(ENV_VARS["rules_path"]) or DEFAULT_RULES
     try:
         rules = load_rules(path)
+    except MissingExtra as exc:
+        print(f"unusable rules: {exc}", file=sys.stderr)
+        return 2
     except RulesError as exc:
         print(f"invalid rules:\n{exc}", file=sys.stderr)
         return 2
@@ -89,8 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"toolshim: {problem}", file=sys.stderr)
         return 2
-    try:
+    try:  # checked here, before any worker starts: a bad file or a missing extra is one message, exit 2
         load_rules(settings.rules_path)
+    except MissingExtra as exc:
+        print(f"toolshim: {exc}", file=sys.stderr)
+        return 2
     except RulesError as exc:
         print(f"toolshim: invalid rules (set the path with --rules or TOOLSHIM_RULES):\n{exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from toolshim.rules import RulesError, describe, load_rules
+from toolshim import rules as rules_module
+from toolshim.rules import MissingExtra, RulesError, describe, load_rules
 from toolshim.settings import DEFAULT_RULES, Settings
 
 UPSTREAMS = (
@@ -175,6 +176,26 @@ def test_bad_rules_name_file_field_and_problem(tmp_path: Path, text: str, fragme
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def test_a_provider_whose_package_is_missing_is_refused_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """litellm is installed for the tests: stand in a module name that is not, as a bare install lacks litellm.
+    (tests/test_release.py runs the real case: the wheel in a venv without litellm.)"""
+    path = write(tmp_path / "rules.json5", VALID)
+    assert load_rules(path).upstreams["claude"].provider == "litellm"  # found: accepted
+    monkeypatch.setitem(rules_module.PROVIDER_PACKAGES, "litellm", ("toolshim_test_absent_module", "litellm"))
+    with pytest.raises(MissingExtra) as caught:
+        load_rules(path)
+    message = str(caught.value)
+    assert "\n" not in message  # one line
+    assert message.startswith(f"{path}: upstreams.claude: provider 'litellm' needs the toolshim_test_absent_module")
+    assert "pip install 'toolshim[litellm]'" in message
+    local_only = write(
+        tmp_path / "local.json5", '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}]}'
+    )
+    assert load_rules(local_only).upstreams["u"].provider == "openai"  # only rules that use the provider fail
 
 
 def test_duplicate_upstream_across_files(tmp_path: Path) -> None:
