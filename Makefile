@@ -3,22 +3,33 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install run demo test test-fast lint bench bench-model bench-bfcl model llama serve-model clean
+.PHONY: help install dev run demo test test-fast lint bench bench-model bench-bfcl model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+
+# Running toolshim needs its own dependencies only; the test, lint and benchmark tools (about 0.9 GB with
+# litellm and the client SDKs) come with `make dev`, which the targets that use them depend on.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install toolshim with its test dependencies
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(DEV_STAMP) $(STAMP)
+
+install: $(STAMP)  ## create .venv with toolshim and what serving needs (no test tools)
+
+dev: $(DEV_STAMP)  ## install also the test, lint and benchmark dependencies (test, lint, bench and demo use them)
 
 run: install  ## serve the proxy with $(RULES) on $(HOST):$(PORT)
 	$(BIN)/toolshim serve --rules $(RULES) --host $(HOST) --port $(PORT)
@@ -29,32 +40,32 @@ llama: install  ## build/install the local model server (llama-cpp-python, cache
 model: install  ## fetch and verify the local model file (Qwen2.5-Coder-0.5B-Instruct Q4_K_M)
 	$(BIN)/python scripts/local_model.py fetch
 
-demo: llama model  ## the main job: a real local model calls tools through toolshim
+demo: dev llama model  ## the main job: a real local model calls tools through toolshim
 	$(BIN)/python demo/agent.py
 
-test: llama model lint  ## everything: lint, types, unit, property, end-to-end and real-model tests
+test: dev llama model lint  ## everything: lint, types, unit, property, end-to-end and real-model tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test-fast: install  ## the tests that need no local model
+test-fast: dev  ## the tests that need no local model
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not realmodel"
 
-lint: install  ## ruff (lint and format) and mypy --strict; fails on any finding
+lint: dev  ## ruff (lint and format) and mypy --strict; fails on any finding
 	$(BIN)/ruff check proxy tests bench demo scripts
 	$(BIN)/ruff format --check proxy tests bench demo scripts
 	$(BIN)/mypy --strict proxy
 
-bench: install  ## the benchmarks (proxy overhead, parsers, churn; the local model: bench-model)
+bench: dev  ## the benchmarks (proxy overhead, parsers, churn; the local model: bench-model)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/parsers.py
 	$(BIN)/python bench/churn.py
 
-bench-model: llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
+bench-model: dev llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
 	$(BIN)/python bench/local_model.py
 
 # bfcl-eval declares a heavy dependency list; bench/bfcl_score.py needs none of it (see its docstring).
 BFCL_EVAL ?= bfcl-eval==2026.3.23
 BFCL_ARGS ?= --sample 30
-bench-bfcl: llama model  ## BFCL v4 through toolshim, every mode (installs bfcl-eval --no-deps; hours on 2 cores)
+bench-bfcl: dev llama model  ## BFCL v4 through toolshim, every mode (installs bfcl-eval --no-deps; hours on 2 cores)
 	$(BIN)/pip install -q --no-deps '$(BFCL_EVAL)'
 	$(BIN)/python bench/bfcl.py $(BFCL_ARGS)
 

@@ -7,12 +7,13 @@ names the flag or ``TOOLSHIM_*`` variable to fix, and exit code 2; never a trace
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .config.rules import RulesError, describe, lint, load_rules
-from .config.settings import SettingsError, load_settings
+from .config.rules import MissingExtra, RulesError, describe, lint, load_rules
+from .config.settings import DEFAULT_RULES, ENV_VARS, SettingsError, load_settings
 from .server import listener
 
 
@@ -21,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"toolshim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
-    serve.add_argument("--rules", help="rules file or folder (env TOOLSHIM_RULES)")
+    serve.add_argument(
+        "--rules", help="rules file or folder (env TOOLSHIM_RULES; default: the rules shipped with toolshim)"
+    )
     serve.add_argument("--host", help="bind address (env TOOLSHIM_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="port (env TOOLSHIM_PORT, default 8000)")
     serve.add_argument(
@@ -40,13 +43,20 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a non-loopback address without client keys, on purpose (env TOOLSHIM_ALLOW_UNAUTHENTICATED)",
     )
     check = sub.add_parser("check-rules", help="validate rules and print the model table")
-    check.add_argument("path", help="rules file or folder")
+    check.add_argument(
+        "path", nargs="?", help="rules file or folder (default: TOOLSHIM_RULES, else the rules shipped with toolshim)"
+    )
     return parser
 
 
-def _check_rules(path: str) -> int:
+def _check_rules(given: str | None) -> int:
+    """Check the rules ``serve`` would load: the path given, else ``TOOLSHIM_RULES``, else the packaged ones."""
+    path = given or os.environ.get(ENV_VARS["rules_path"]) or DEFAULT_RULES
     try:
         rules = load_rules(path)
+    except MissingExtra as exc:
+        print(f"unusable rules: {exc}", file=sys.stderr)
+        return 2
     except RulesError as exc:
         print(f"invalid rules:\n{exc}", file=sys.stderr)
         return 2
@@ -83,8 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"toolshim: {problem}", file=sys.stderr)
         return 2
-    try:
+    try:  # checked here, before any worker starts: a bad file or a missing extra is one message, exit 2
         load_rules(settings.rules_path)
+    except MissingExtra as exc:
+        print(f"toolshim: {exc}", file=sys.stderr)
+        return 2
     except RulesError as exc:
         print(f"toolshim: invalid rules (set the path with --rules or TOOLSHIM_RULES):\n{exc}", file=sys.stderr)
         return 2

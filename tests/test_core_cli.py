@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from toolshim.config.settings import DEFAULT_RULES
 
 from tests.conftest import free_port
 from tests.fakes import FakeUpstream, Reply, completion
@@ -59,6 +60,16 @@ def test_check_rules_bad_exits_2_with_file_and_field(tmp_path: Path) -> None:
 def test_check_rules_default_rules_ship_valid() -> None:
     result = run("check-rules", str(Path(__file__).parent.parent / "rules" / "default.json5"))
     assert result.returncode == 0, result.stderr
+
+
+def test_check_rules_without_a_path_checks_what_serve_would_load(tmp_path: Path) -> None:
+    packaged = run("check-rules", env={"TOOLSHIM_RULES": ""})
+    assert packaged.returncode == 0, packaged.stderr
+    assert "local-coder" in packaged.stdout and f"({DEFAULT_RULES})" in packaged.stdout
+    path = tmp_path / "rules.json5"
+    path.write_text(GOOD % "http://127.0.0.1:11434/v1")
+    named = run("check-rules", env={"TOOLSHIM_RULES": str(path)})
+    assert named.returncode == 0 and f"2 model rules, 1 upstreams: OK ({path})" in named.stdout
 
 
 def test_serve_with_bad_rules_fails_at_start(tmp_path: Path) -> None:

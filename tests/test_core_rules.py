@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from toolshim.config.rules import RulesError, describe, load_rules
+from toolshim.config import rules as rules_module
+from toolshim.config.rules import MissingExtra, RulesError, describe, load_rules
+from toolshim.config.settings import DEFAULT_RULES, Settings
 
 UPSTREAMS = (
     '{ local: { base_url: "http://127.0.0.1:11434/v1", api_key_env: "LOCAL_KEY" },\n'
@@ -90,6 +92,18 @@ def test_shipped_default_rules_are_valid() -> None:
     assert "qwen2.5" in describe(rules)
 
 
+def test_packaged_default_rules_are_the_repositorys_and_need_no_extra() -> None:
+    """``toolshim serve`` without rules loads the package's copy: rules/default.json5 itself (a symlink here,
+    a copy in the wheel), served by OpenAI-compatible upstreams only, so a bare ``pip install`` starts."""
+    shipped = Path(__file__).parent.parent / "rules" / "default.json5"
+    assert Settings().rules_path == DEFAULT_RULES
+    assert DEFAULT_RULES.read_bytes() == shipped.read_bytes()
+    rules = load_rules(DEFAULT_RULES)
+    assert {u.provider for u in rules.upstreams.values()} == {"openai"}
+    local = rules.resolve("local-coder")
+    assert local is not None and rules.upstreams[local.upstream_name].base_url == "http://127.0.0.1:8080/v1"
+
+
 BAD = [
     pytest.param(
         '{upstreams: {u: {base_url: "http://x/v1", api_key: "sk-x"}}, models: [{match: "*", upstream: "u"}]}',
@@ -162,6 +176,26 @@ def test_bad_rules_name_file_field_and_problem(tmp_path: Path, text: str, fragme
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def test_a_provider_whose_package_is_missing_is_refused_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """litellm is installed for the tests: stand in a module name that is not, as a bare install lacks litellm.
+    (tests/test_release.py runs the real case: the wheel in a venv without litellm.)"""
+    path = write(tmp_path / "rules.json5", VALID)
+    assert load_rules(path).upstreams["claude"].provider == "litellm"  # found: accepted
+    monkeypatch.setitem(rules_module.PROVIDER_PACKAGES, "litellm", ("toolshim_test_absent_module", "litellm"))
+    with pytest.raises(MissingExtra) as caught:
+        load_rules(path)
+    message = str(caught.value)
+    assert "\n" not in message  # one line
+    assert message.startswith(f"{path}: upstreams.claude: provider 'litellm' needs the toolshim_test_absent_module")
+    assert "pip install 'toolshim[litellm]'" in message
+    local_only = write(
+        tmp_path / "local.json5", '{upstreams: {u: {base_url: "http://x/v1"}}, models: [{match: "*", upstream: "u"}]}'
+    )
+    assert load_rules(local_only).upstreams["u"].provider == "openai"  # only rules that use the provider fail
 
 
 def test_duplicate_upstream_across_files(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -31,6 +32,16 @@ SERVED_MODES = ("native", "auto")  # tool modes besides the registered formats (
 
 class RulesError(Exception):
     """A rules file is missing, unreadable or invalid; the message names file and field."""
+
+
+class MissingExtra(RulesError):
+    """The rules name a provider whose optional package is not installed; the message is one line that
+    names the extra to install."""
+
+
+# provider -> (the module it imports, the toolshim extra that installs it). litellm is optional: heavy
+# (about 140 MB imported) and only needed for providers that are not OpenAI-compatible.
+PROVIDER_PACKAGES: dict[str, tuple[str, str]] = {"litellm": ("litellm", "litellm")}
 
 
 class _Strict(BaseModel):
@@ -355,7 +366,22 @@ def load_rules(path: str | os.PathLike[str]) -> RuleSet:
     checked = [rule for _, _, rule in placed]
     if not checked:
         raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
+    _require_provider_packages(upstreams, owners)
     return RuleSet(upstreams, checked, files)
+
+
+def _require_provider_packages(upstreams: dict[str, UpstreamConfig], owners: dict[str, Path]) -> None:
+    """Refuse, at load, a provider whose package is missing: ``serve`` checks before it starts any worker,
+    ``check-rules`` and reloads report it, and no worker dies on the import (once per worker, restarted)."""
+    for provider, (module, extra) in PROVIDER_PACKAGES.items():
+        users = [name for name, config in upstreams.items() if config.provider == provider]
+        if users and importlib.util.find_spec(module) is None:
+            files = ", ".join(sorted({str(owners[name]) for name in users}))
+            names = ", ".join(f"upstreams.{name}" for name in users)
+            raise MissingExtra(
+                f"{files}: {names}: provider {provider!r} needs the {module} package, which is not installed: "
+                f"pip install 'toolshim[{extra}]' (or remove the upstream from the rules)"
+            )
 
 
 def lint(rules: RuleSet) -> list[str]:

@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .cpus import usable_cpus
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The rules served when none are named: the package's copy of the repository's rules/default.json5 (a
+# symlink in the source tree, a file in the wheel), so an installed `toolshim serve` needs no checkout.
+DEFAULT_RULES = Path(__file__).with_name("default_rules.json5")
 
 
 class SettingsError(ValueError):
@@ -26,7 +29,7 @@ class SettingsError(ValueError):
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rules_path: Path = Path("rules/default.json5")
+    rules_path: Path = DEFAULT_RULES
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(default_factory=usable_cpus, ge=1)  # CPU affinity capped by the cgroup quota

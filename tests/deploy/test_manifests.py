@@ -155,15 +155,29 @@ def test_dockerfile_copies_come_from_the_context() -> None:
 
 
 def test_dockerfile_builder_gets_what_the_build_backend_reads() -> None:
-    """setuptools reads pyproject.toml, the readme it names and the package folders: all must be copied."""
+    """setuptools reads pyproject.toml, the readme and license files it names and the package folders: all must be
+    copied."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     package_dirs = project["tool"]["setuptools"]["package-dir"]
     packages = {package_dirs.get(name, name) for name in project["tool"]["setuptools"]["packages"] if "." not in name}
     parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
     builder = parsed.stages[0]
     copied = {s.rstrip("/") for c in copies(parsed) if c.stage == builder and c.from_stage is None for s in c.sources}
-    needed = {"pyproject.toml", project["project"]["readme"], *packages}
+    needed = {"pyproject.toml", project["project"]["readme"], *project["project"]["license-files"], *packages}
     assert needed <= copied, f"the builder stage does not copy {sorted(needed - copied)}"
+
+
+def test_dockerfile_builder_gets_what_package_symlinks_point_at() -> None:
+    """A symlink in a package folder (proxy/config/default_rules.json5) is copied as a link: copy its target too."""
+    parsed = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
+    builder = parsed.stages[0]
+    copied = [s.rstrip("/") for c in copies(parsed) if c.stage == builder and c.from_stage is None for s in c.sources]
+    links = [p for source in copied for p in (ROOT / source).rglob("*") if p.is_symlink()]
+    assert links, "proxy/config/default_rules.json5 is expected to be a symlink into rules/"
+    for link in links:
+        target = link.resolve().relative_to(ROOT).as_posix()
+        covered = [s for s in copied if target == s or target.startswith(f"{s}/")]
+        assert covered, f"{link.relative_to(ROOT)} points at {target}, which the builder stage does not copy"
 
 
 def test_dockerfile_runtime_contract() -> None:
