@@ -39,7 +39,7 @@ from .cpus import cpu_budget
 from .logs import configure_logging
 from .logthrottle import install_loop_throttle
 from .rules import RulesError
-from .settings import Settings
+from .settings import Settings, unknown_env_warnings
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,8 @@ def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int
     else); bound here when not given. Returns the exit code."""
     configure_logging(settings.log_level)
     log.info("%s", start_line(settings))
+    for warning in unknown_env_warnings():
+        log.warning("%s", warning)
     exposed = not settings.api_keys and not settings.loopback_only
     log.log(logging.WARNING if exposed else logging.INFO, "%s", settings.access_summary())
     if sockets is None:

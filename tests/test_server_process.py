@@ -177,3 +177,15 @@ async def test_admin_reload_is_off_without_a_key(start_proxy) -> None:
     proxy = await start_proxy()
     async with aiohttp.ClientSession() as session, session.post(proxy.url + "/admin/reload") as resp:
         assert resp.status == 404
+
+
+async def test_misspelt_setting_is_warned_about_at_start(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
+    rules = write_rules(tmp_path, fake_upstream.url, [{"match": "*", "upstream": "up"}])
+    proc, url = await start_serve(rules, "--workers", "1", env={"TOOLSHIM_API_KEY": "sk-client-key-123"})
+    try:
+        port = url.rsplit(":", 1)[1]
+        log = (tmp_path / f"serve-{port}.log").read_text()
+        assert "TOOLSHIM_API_KEY is not a toolshim setting; did you mean TOOLSHIM_API_KEYS?" in log
+        assert "sk-client-key-123" not in log
+    finally:
+        stop(proc)
