@@ -97,6 +97,9 @@ async def read_json(request: web.Request) -> Any:
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
+    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for)."""
+    info = request_info(request)
+    info.requested_model = model[:100]
     rules = request.app[STATE].runtime.rules
     resolved = rules.resolve(model)
     if resolved is None:
@@ -107,6 +110,7 @@ def resolve_model(request: web.Request, model: str) -> Resolved:
             "GET /v1/models lists them.",
             param="model",
         )
+    info.model = resolved.label
     return resolved
 
 
