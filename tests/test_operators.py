@@ -1,13 +1,19 @@
-"""What operators see: misspelt settings named at start, every refusal logged and counted."""
+"""What operators see: misspelt settings named at start, every refusal logged and counted, reloads
+that reach every worker."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from toolshim.reloads import Generation, ReloadBoard
 from toolshim.settings import ENV_VARS, known_env_vars, unknown_env_warnings
 
 from tests.fakes import FakeUpstream, Reply, completion
@@ -157,3 +163,34 @@ async def test_a_malformed_request_the_parser_refuses_is_logged_and_counted(
     assert line["request_id"].encode() in answer
     labels = {"model": "other", "tool_mode": "-", "stream": "false", "status": "bad_http_request"}
     assert sample(proxy, "toolshim_requests_total", **labels) == 1
+
+
+def exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_generation_names_only_the_workers_that_are_serving(tmp_path: Path) -> None:
+    board = ReloadBoard(tmp_path)
+    assert board.current() == Generation(0, ())
+    board.report(0, True, "started", pid=101)
+    assert board.begin([101, 102]) == Generation(1, (101,))  # 102 is still starting: not signalled
+    board.forget(101)
+    assert board.begin([101, 102]) == Generation(2, ())
+    board.clear()
+    assert board.current() == Generation(0, ()) and not list(tmp_path.iterdir())
+
+
+async def test_the_wait_ends_when_every_named_worker_reported_or_exited(tmp_path: Path) -> None:
+    board, me, gone = ReloadBoard(tmp_path), os.getpid(), exited_pid()
+    for pid in (me, gone):
+        board.report(0, True, "started", pid=pid)
+    assert await board.wait(0, timeout=0.2) is None  # no generation came
+    generation = board.begin([me, gone])
+    board.report(generation.number - 1, True, "late", pid=me)  # an older generation's report does not count
+    outcome = await board.wait(0, timeout=0.3)
+    assert outcome is not None and outcome.silent == [me] and outcome.reloaded == []
+    board.report(generation.number, False, "bad rules", pid=me)
+    outcome = await board.wait(0, timeout=5)
+    assert outcome is not None and outcome.failed == {me: "bad rules"} and outcome.silent == []
