@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -255,5 +256,49 @@ async def test_sighup_to_the_supervisor_reloads_every_worker(tmp_path: Path, fak
                     break
             assert set(await statuses(session, url, "beta")) == {200}
             assert set(await statuses(session, url, "alpha", 10)) == {404}
+    finally:
+        stop(proc)
+
+
+def series(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+MONOTONIC = ("_total", "_count", "_sum", "_bucket", "toolshim_workers_cpu_seconds")
+
+
+async def test_two_workers_successive_scrapes_agree(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
+    fake_upstream.script(Reply(body=completion("ok")))
+    rules = write_rules(tmp_path, fake_upstream.url, [{"match": "*", "upstream": "up"}])
+    proc, url = await start_serve(rules, "--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")})
+    try:
+        scrapes = []
+        async with fresh_connections() as session:
+            await both_workers_up(session, url)
+            for _ in range(12):  # each on a fresh connection: either worker answers
+                assert set(await statuses(session, url, "m", 6)) == {200}
+                async with session.get(url + "/metrics") as resp:
+                    scrapes.append(series(await resp.text()))
+        first = scrapes[0]
+        assert not [key for key in first if key[0].startswith(("process_", "python_gc_"))]
+        assert first[("toolshim_workers", ())] == 2
+        assert (
+            first[("toolshim_workers_resident_memory_bytes", ())]
+            > first[("toolshim_worker_max_resident_memory_bytes", ())]
+        )
+        for before, after in itertools.pairwise(scrapes):
+            assert after.keys() == before.keys()
+            assert after[("toolshim_workers", ())] == 2
+            went_back = [key for key in before if key[0].endswith(MONOTONIC) and after[key] < before[key]]
+            assert not went_back, went_back
+
+        def served(samples: dict[Any, float]) -> float:
+            return sum(v for (name, labels), v in samples.items() if name == "toolshim_requests_total")
+
+        assert served(scrapes[-1]) - served(first) == 6 * 11
     finally:
         stop(proc)
