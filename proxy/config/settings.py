@@ -5,6 +5,7 @@ Only process-wide knobs live here; per-model behaviour belongs in the rules file
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -167,6 +168,41 @@ FLAGS = {
 }
 
 ENV_ALIASES = {"allowed_origins": ("TOOLSHIM_ALLOWED_ORIGINS",)}  # older names, read when the new one is unset
+
+
+# ``TOOLSHIM_*`` variables read outside ``Settings``: the helper scripts, the demo and the test tools.
+OTHER_ENV_VARS = (
+    "TOOLSHIM_CACHE",  # scripts/local_model.py
+    "TOOLSHIM_LLAMA_CMAKE_ARGS",  # scripts/local_model.py
+    "TOOLSHIM_DEMO_UPSTREAM",  # demo/agent.py
+    "TOOLSHIM_DEMO_MODEL",
+    "TOOLSHIM_DEMO_API_KEY",
+    "TOOLSHIM_TEST_MODEL",  # tests/realmodel
+    "TOOLSHIM_BASE_URL",  # tests/node
+)
+ENV_PREFIX = "TOOLSHIM_"
+
+
+def known_env_vars() -> set[str]:
+    """Every ``TOOLSHIM_*`` name something in this project reads."""
+    aliases = {name for names in ENV_ALIASES.values() for name in names}
+    return {*ENV_VARS.values(), *aliases, *OTHER_ENV_VARS}
+
+
+def unknown_env_warnings(env: Mapping[str, str] | None = None) -> list[str]:
+    """One line per ``TOOLSHIM_*`` variable nothing reads, naming the closest known one: a
+    misspelt setting (``TOOLSHIM_API_KEY``) otherwise leaves the default in force without a word."""
+    env = os.environ if env is None else env
+    known = known_env_vars()
+    by_suffix = {name.removeprefix(ENV_PREFIX): name for name in known}
+    lines = []
+    for name in sorted(env):
+        if not name.upper().startswith(ENV_PREFIX) or name in known:
+            continue
+        close = difflib.get_close_matches(name.upper().removeprefix(ENV_PREFIX), by_suffix, n=1, cutoff=0.6)
+        hint = f"; did you mean {by_suffix[close[0]]}?" if close else " and is ignored"
+        lines.append(f"{name} is not a toolshim setting{hint}")
+    return lines
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, object]:

@@ -15,8 +15,10 @@ class RequestInfo:
 
     request_id: str
     started: float = field(default_factory=time.perf_counter)
-    endpoint: str = "chat"  # bounded label: "chat" (chat completions), "responses" or "passthrough"
+    # bounded label: chat, responses, passthrough, models, admin, probe (/healthz ...), unknown (no route)
+    endpoint: str = "chat"
     model: str = OTHER  # bounded label: the rule's match pattern
+    requested_model: str | None = None  # the name the client sent (logged, cut short; never a label)
     tool_mode: str = "-"
     stream: bool = False
     counted: bool = False  # set for requests that go into the request metrics
@@ -55,7 +57,7 @@ class RequestInfo:
         }
         if self.first_token is not None:
             out["ttft_ms"] = round((self.first_token - self.started) * 1000, 2)
-        for key in ("upstream", "prompt_tokens", "completion_tokens", "parse_outcome"):
+        for key in ("requested_model", "upstream", "prompt_tokens", "completion_tokens", "parse_outcome"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -2,7 +2,11 @@
 
 Collectors are created per app (never at module level: that gives "Duplicated timeseries"
 in tests). With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` must be set before
-``prometheus_client`` is imported; ``render`` then aggregates all workers' files.
+``prometheus_client`` is imported; ``render`` then aggregates all workers' files, so every
+scrape gives the same view whichever worker answers it. The per-process collectors
+(``process_*``, ``python_gc_*``) would describe only the worker that answered, and jump between
+scrapes: in multiprocess mode they are replaced by ``WorkerGauges`` (every live worker's memory,
+CPU and open files, summed, and the number of live workers), which each worker keeps current.
 Label values are bounded: ``model`` is a rule's match pattern or ``other`` (``context.OTHER``).
 """
 
@@ -23,6 +27,8 @@ from prometheus_client import (
 
 if TYPE_CHECKING:
     from .context import RequestInfo
+
+PROCESS_SAMPLE_SECONDS = 5.0  # how often a worker writes its process figures (multiprocess mode)
 
 
 class EmulationFacts(Protocol):
@@ -49,6 +55,55 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
 
 
+class WorkerGauges:
+    """This worker's process figures, written to the multiprocess files and summed over the live
+    workers at every scrape (a dead worker's share leaves with it)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        from prometheus_client.process_collector import ProcessCollector
+
+        self._reader = ProcessCollector(registry=None)  # reads /proc/self; yields nothing where there is none
+        self.workers = Gauge(
+            "toolshim_workers", "Worker processes alive.", registry=registry, multiprocess_mode="livesum"
+        )
+        self.memory = Gauge(
+            "toolshim_workers_resident_memory_bytes",
+            "Resident memory of all live workers.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.largest = Gauge(
+            "toolshim_worker_max_resident_memory_bytes",
+            "Resident memory of the largest live worker.",
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+        self.cpu = Gauge(
+            "toolshim_workers_cpu_seconds",
+            "CPU time (user and system) of all live workers.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.fds = Gauge(
+            "toolshim_workers_open_fds",
+            "Open file descriptors of all live workers.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.workers.set(1)
+
+    def sample(self) -> None:
+        """Write this worker's current figures."""
+        found = {s.name: s.value for family in self._reader.collect() for s in family.samples}
+        if "process_resident_memory_bytes" in found:
+            self.memory.set(found["process_resident_memory_bytes"])
+            self.largest.set(found["process_resident_memory_bytes"])
+        if "process_cpu_seconds_total" in found:
+            self.cpu.set(found["process_cpu_seconds_total"])
+        if "process_open_fds" in found:
+            self.fds.set(found["process_open_fds"])
+
+
 class Metrics:
     """The collectors, as attributes; one instance per app."""
 
@@ -56,6 +111,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._multiprocess = multiprocess_dir() is not None
+        self.worker_gauges = WorkerGauges(self.registry) if self._multiprocess else None
         if not self._multiprocess:
             self._add_process_collectors()
         reg = self.registry
@@ -284,14 +340,22 @@ class Metrics:
         if status is not None:
             self._child(self.upstream_errors, upstream, str(status)).inc()
 
-    def render(self) -> tuple[bytes, str]:
-        """The exposition text: this registry, or every worker's files in multiprocess mode."""
-        if self._multiprocess:
-            from prometheus_client import multiprocess, process_collector
+    def sample_process(self) -> None:
+        """Multiprocess mode: write this worker's process figures (periodically, and before a scrape)."""
+        if self.worker_gauges is not None:
+            self.worker_gauges.sample()
 
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text: this registry, or every worker's files in multiprocess mode (with
+        ``python_info``, the same in every worker, and no figure of the answering worker alone)."""
+        if self._multiprocess:
+            from prometheus_client import multiprocess
+            from prometheus_client.platform_collector import PlatformCollector
+
+            self.sample_process()
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-            process_collector.ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

@@ -5,6 +5,11 @@ upstream header values, client keys and the admin key. ``REDACTOR`` holds the cu
 (replaced on start and on every rules reload); error bodies, relayed native stream events and
 every log record at any level pass through it. Upstream error texts are also reduced to a
 short message: no HTML pages, no tracebacks, no internal URLs.
+
+``client_message`` is the last step of every error message a client sees (``errors``): besides the
+secrets it removes what no client should learn about the server from any source (an upstream, an
+OSError, a library's exception text): filesystem paths, tracebacks and credentials in URLs or
+``Authorization`` values. The operator's log keeps the full text.
 """
 
 from __future__ import annotations
@@ -20,6 +25,22 @@ _URL = re.compile(r"\bhttps?://[^\s'\"<>]+")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _HTML = re.compile(r"^\s*(<!doctype html|<html|<head|<body|<\?xml)", re.IGNORECASE)
 MAX_UPSTREAM_MESSAGE = 500
+PATH_MASK = "[path]"
+# An absolute POSIX path of two segments or more (or one with a file extension), a home-relative one,
+# or a Windows one. Not a URL's path: a path right after a word character, ':' or '/' is left alone.
+_PATH = re.compile(
+    r"(?<![\w:/.~\\<#-])(?:"
+    r"/(?:[\w.@+-]+/)+[\w.@+-]*"
+    r"|~/[\w.@+/-]*"
+    r"|/[\w@+-]+\.[A-Za-z]\w{0,7}\b"
+    r"|[A-Za-z]:\\(?:[^\s'\"\\<>|]+\\)*[^\s'\"\\<>|]*"
+    r")"
+)
+_API_PATHS = ("/v1/", "/admin/")  # this server's own routes: a message may name them
+_URL_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@'\"]+@")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
+_KEY_PARAM = re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|password|secret)[\"']?\s*[:=]\s*[\"']?)[^\s'\",;&}]+")
 
 
 class Redactor:
@@ -60,6 +81,24 @@ def short_upstream_message(text: str, status: int) -> str:
     if len(text) > MAX_UPSTREAM_MESSAGE:
         text = text[: MAX_UPSTREAM_MESSAGE - 1] + "…"
     return REDACTOR.redact(text)
+
+
+def client_message(text: str) -> str:
+    """A message as a client may see it: no secret, traceback, filesystem path or credential."""
+    traceback = _TRACEBACK.search(text)
+    if traceback:
+        text = text[: traceback.start()].rstrip() or "(a traceback)"
+    text = REDACTOR.redact(text)
+    text = _URL_USERINFO.sub(r"\1***@", text)
+    text = _BEARER.sub(r"\1 ***", text)
+    text = _KEY_LIKE.sub(MASK, text)
+    text = _KEY_PARAM.sub(rf"\1{MASK}", text)
+    return _PATH.sub(_mask_path, text)
+
+
+def _mask_path(match: re.Match[str]) -> str:
+    path = match.group(0)
+    return path if path.startswith(_API_PATHS) else PATH_MASK
 
 
 _factory_installed = False

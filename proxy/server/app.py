@@ -6,6 +6,7 @@ middlewares read the typed state from ``state``.
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import socket
 from collections.abc import AsyncIterator, Sequence
@@ -14,7 +15,7 @@ from aiohttp import web
 
 from ..config.rules import RuleSet
 from ..config.settings import Settings
-from ..observe.metrics import Metrics
+from ..observe.metrics import PROCESS_SAMPLE_SECONDS, Metrics
 from ..observe.redact import REDACTOR, install_log_redaction
 from ..responses.store import open_store
 from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
@@ -33,6 +34,21 @@ async def _upstream_lifecycle(app: web.Application) -> AsyncIterator[None]:
     yield
     for upstream in app[STATE].runtime.upstreams.values():
         await upstream.close()
+
+
+async def _process_sampler(app: web.Application) -> AsyncIterator[None]:
+    """Multiprocess metrics: keep this worker's process figures current for scrapes any worker answers."""
+    metrics = app[METRICS]
+    task = asyncio.create_task(_sample_every(metrics, PROCESS_SAMPLE_SECONDS)) if metrics.worker_gauges else None
+    yield
+    if task is not None:
+        task.cancel()
+
+
+async def _sample_every(metrics: Metrics, seconds: float) -> None:
+    while True:
+        metrics.sample_process()
+        await asyncio.sleep(seconds)
 
 
 async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -64,6 +80,7 @@ def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = Non
         settings.responses_store, settings.data_dir, settings.responses_ttl, settings.redis_url
     )
     app.cleanup_ctx.append(_upstream_lifecycle)
+    app.cleanup_ctx.append(_process_sampler)
     app.on_response_prepare.append(add_cors_headers)
     app.cleanup_ctx.append(_store_lifecycle)
     add_routes(app)

@@ -20,6 +20,8 @@ exhaust the worker's file descriptors. ``GuardedAppRunner`` serves the app throu
 
 It relies on four of ``RequestHandler``'s attributes (``_messages``, ``_request_in_progress``,
 ``_close``, ``_force_close``); tests/test_connections.py fails if aiohttp changes them.
+Its own answers (the 408, the 503 at the cap, the parser's 400s) are counted and logged like the app's
+(``middleware.record_answer``).
 It does not limit requests in flight (``overload``) or touch the upstream side.
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -39,9 +42,11 @@ from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
+from ..observe.context import RequestInfo
 from ..observe.metrics import Metrics
 from ..wire.errors import ErrorView, Overloaded, ProxyError, RequestTimeout, bad_http_request, render_error
 from ..wire.jsoncodec import dumps
+from .middleware import record_answer
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,7 @@ class ConnectionLimits:
     overflow: int = OVERFLOW_BAND  # admitted past the cap while no connection is idle
 
 
-def raw_error(error: ProxyError) -> bytes:
+def raw_error(error: ProxyError, request_id: str | None = None) -> bytes:
     """A whole HTTP/1.1 answer carrying ``error`` in OpenAI's shape, then ``Connection: close``:
     for connections that are closed before (or instead of) reaching the app."""
     view = render_error(error)
@@ -73,6 +78,7 @@ def raw_error(error: ProxyError) -> bytes:
         "Content-Length": str(len(body)),
         "Connection": "close",
         **view.headers,
+        **({"X-Request-Id": request_id} if request_id else {}),
     }
     head = f"HTTP/1.1 {view.status} {HTTPStatus(view.status).phrase}\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
@@ -139,7 +145,7 @@ class GuardedRequestHandler(RequestHandler):
             return
         self._guard.metrics.record_connection_drop("head_timeout")
         seconds = self._guard.limits.head_timeout
-        self.transport.write(raw_error(RequestTimeout(f"The request head did not arrive within {seconds:g}s.")))
+        self._guard.write_refusal(self, RequestTimeout(f"The request head did not arrive within {seconds:g}s."))
         self.close()  # parse nothing more: what still arrives is dropped
         self._half_close()
         self._loop.call_later(LINGER, self.force_close)
@@ -188,7 +194,8 @@ class GuardedRequestHandler(RequestHandler):
         else:  # TLS or other non-HTTP bytes on the port are everyday internet noise: DEBUG
             level = logging.DEBUG if isinstance(exc, BadHttpMethod) else logging.INFO
             log.log(level, "refused a malformed HTTP request: %s", view.error.message)
-        resp = web.json_response(view.body, status=view.status, headers=view.headers)
+        request_id = self._guard.record_refusal(view)
+        resp = web.json_response(view.body, status=view.status, headers={**view.headers, "X-Request-Id": request_id})
         resp.force_close()
         return resp
 
@@ -247,11 +254,21 @@ class GuardedServer(web.Server):
     def _refuse(self, handler: GuardedRequestHandler) -> None:
         self.metrics.record_connection_drop("refused")
         self.metrics.record_shed("connection_limit")
-        if handler.transport is not None:
-            busy = Overloaded("This server has too many open connections; retry shortly.", code="too_many_connections")
-            handler.transport.write(raw_error(busy))
+        busy = Overloaded("This server has too many open connections; retry shortly.", code="too_many_connections")
+        self.write_refusal(handler, busy)
         self._uncount(handler)
         handler.force_close()
+
+    def write_refusal(self, handler: GuardedRequestHandler, error: ProxyError) -> None:
+        """Answer on the raw connection (no request reached the app), counted and logged like any answer."""
+        if handler.transport is not None:
+            handler.transport.write(raw_error(error, self.record_refusal(render_error(error))))
+
+    def record_refusal(self, view: ErrorView) -> str:
+        """Count and log an answer the guard gave itself, as the middleware does for the app's; its request id."""
+        info = RequestInfo(request_id=uuid.uuid4().hex, endpoint="unknown", counted=True, error_code=view.label)
+        record_answer(self.metrics, info, view.status, "-", "-", "-")
+        return info.request_id
 
     def busy(self, handler: GuardedRequestHandler) -> None:
         self._idle.pop(handler, None)

@@ -43,6 +43,7 @@ from ..wire.sse import encode_json
 from .catalog import model_card
 from .drain import was_cut
 from .middleware import secret_matches
+from .reloads import Outcome
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ async def read_json(request: web.Request) -> Any:
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
+    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for)."""
+    info = request_info(request)
+    info.requested_model = model[:100]
     rules = request.app[STATE].runtime.rules
     resolved = rules.resolve(model)
     if resolved is None:
@@ -108,6 +112,7 @@ def resolve_model(request: web.Request, model: str) -> Resolved:
             "GET /v1/models lists them.",
             param="model",
         )
+    info.model = resolved.label
     return resolved
 
 
@@ -330,17 +335,52 @@ async def _end_cut_relay(request: web.Request, response: web.StreamResponse) -> 
 
 
 async def admin_reload(request: web.Request) -> web.Response:
-    """POST /admin/reload: only when an admin key is configured, and only with that key."""
+    """POST /admin/reload: only when an admin key is configured, and only with that key. With several
+    workers it reloads them all (``reloads``) and says how many: ``{"status": "reloaded", "workers": 2}``."""
     admin_key = request.app[SETTINGS].admin_key
     if not admin_key:
         raise NotFound("Unknown path /admin/reload (set TOOLSHIM_ADMIN_KEY to enable it)")
     presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not secret_matches(presented, admin_key):
         raise Unauthorized("Incorrect or missing admin key.")
-    ok, message = reload_rules(request.app)
-    if not ok:
-        raise InvalidRequest(f"The new rules are invalid; the old rules keep serving.\n{message}", code="invalid_rules")
-    return web.json_response({"status": "reloaded"})
+    fleet = request.app[STATE].fleet
+    if fleet is None:  # one worker: this process
+        ok, message = reload_rules(request.app)
+        if not ok:
+            raise InvalidRequest(f"{_INVALID_RULES}\n{message}", code="invalid_rules")
+        return web.json_response({"status": "reloaded", "workers": 1})
+    return web.json_response({"status": "reloaded", "workers": reloaded_workers(await fleet.reload(RELOAD_WAIT))})
+
+
+RELOAD_WAIT = 10.0  # seconds /admin/reload waits for every worker's report
+_INVALID_RULES = "The new rules are invalid; the old rules keep serving."
+
+
+def reloaded_workers(outcome: Outcome | None) -> int:
+    """How many workers reloaded; an error when any refused the rules or did not answer in time."""
+    if outcome is None:
+        raise ProxyError(
+            f"The supervisor started no reload within {RELOAD_WAIT:g}s; the old rules keep serving.",
+            status=504,
+            code="reload_timeout",
+        )
+    if outcome.failed:
+        why = next(iter(outcome.failed.values()))
+        if not outcome.reloaded:
+            raise InvalidRequest(f"{_INVALID_RULES}\n{why}", code="invalid_rules")
+        raise ProxyError(
+            f"{len(outcome.reloaded)} workers reloaded; {len(outcome.failed)} refused the rules and keep the old "
+            f"ones (did the file change meanwhile? reload again):\n{why}",
+            code="reload_partial",
+        )
+    if outcome.silent:
+        raise ProxyError(
+            f"{len(outcome.reloaded)} workers reloaded; {len(outcome.silent)} did not report within "
+            f"{RELOAD_WAIT:g}s (see the server log)",
+            status=504,
+            code="reload_timeout",
+        )
+    return len(outcome.reloaded)
 
 
 def add_routes(app: web.Application) -> None:

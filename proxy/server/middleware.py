@@ -14,6 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -21,16 +22,11 @@ from aiohttp import web
 from ..config.settings import is_loopback
 from ..observe.context import RequestInfo
 from ..observe.logs import request_id_var
-from ..wire.errors import (
-    Forbidden,
-    InvalidRequest,
-    ProxyError,
-    Unauthorized,
-    UpstreamError,
-    http_status_error,
-    render_error,
-)
+from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
 from .state import INFO_KEY, METRICS, SETTINGS
+
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("toolshim.access")
@@ -43,7 +39,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     """Request id, error mapping, the access log line and the request metrics, in one place."""
     rid = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
     request_id_var.set(rid)
-    info = RequestInfo(request_id=rid)
+    info = RequestInfo(request_id=rid, endpoint=endpoint_of(request))
     request[INFO_KEY] = info
     try:
         response = await handler(request)
@@ -52,6 +48,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         raise
     except web.HTTPException as exc:  # the router's refusals (unknown path, wrong method)
         view = render_error(http_status_error(exc.status, exc.reason, request.method, request.path))
+        info.error_code = info.error_code or view.label
         response = web.json_response(view.body, status=view.status, headers=view.headers)
     except Exception as exc:
         view = render_error(exc)
@@ -65,7 +62,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
                 view.status,
                 view.label,
             )
-        if isinstance(exc, ProxyError) and info.error_code is None:
+        if info.error_code is None:
             info.error_code = view.label
         response = web.json_response(view.body, status=view.status, headers=view.headers)
     if not response.prepared:
@@ -75,11 +72,47 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def _finish(request: web.Request, info: RequestInfo, status: int) -> None:
+    """Count and log the answer: every /v1 and /admin one and every error (a refusal by the guard,
+    the keys, the router or the overload limit included); successful probes and scrapes are not."""
+    if status >= 400 or request.path.startswith(_GUARDED):
+        info.counted = True
+    record_answer(request.app[METRICS], info, status, request.method, request.path, route_of(request))
+
+
+def record_answer(metrics: Metrics, info: RequestInfo, status: int, method: str, path: str, route: str) -> None:
+    """The request metrics and the access log line for one answer (``info.counted`` ones only).
+
+    Also called for the answers the connection guard writes itself (``connections``)."""
     duration = time.perf_counter() - info.started
-    request.app[METRICS].request_finished(info, status, duration)
+    metrics.request_finished(info, status, duration)
     if info.counted:
-        fields = {"method": request.method, "path": request.path, **info.summary(status, duration)}
+        fields = {"method": method, "path": path[:200], "route": route, **info.summary(status, duration)}
         access_log.info("request", extra={"fields": fields, "request_id": info.request_id})
+
+
+# The ``endpoint`` label of a request, from its route (bounded: these values and "unknown").
+_ENDPOINTS = (
+    ("/v1/chat/completions", "chat"),
+    ("/v1/responses", "responses"),
+    ("/v1/models", "models"),
+    ("/v1/", "passthrough"),
+    ("/admin/", "admin"),
+    ("/", "probe"),  # /healthz, /readyz, /metrics
+)
+
+
+def route_of(request: web.Request) -> str:
+    """The route that matched (``/v1/models/{model}``), or ``-``: a bounded value, unlike the path."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "-"
+
+
+def endpoint_of(request: web.Request) -> str:
+    """The ``endpoint`` label for the route that matched; ``unknown`` when none did."""
+    route = route_of(request)
+    if route == "-":
+        return "unknown"
+    return next((name for prefix, name in _ENDPOINTS if route.startswith(prefix)), "unknown")
 
 
 @web.middleware

@@ -20,6 +20,7 @@ from ..observe.redact import REDACTOR
 from ..responses.store import ResponseStore
 from ..upstream import Upstream, build_upstream
 from .catalog import ModelCatalog
+from .reloads import Fleet, ReloadBoard
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class AppState:
     draining: bool = False
     in_flight: int = 0  # /v1 requests being served by this worker (overload)
     auto_emulate_until: dict[str, float] = field(default_factory=dict)  # tool_mode auto memory
+    fleet: Fleet | None = None  # set in a supervised worker: /admin/reload reaches every worker through it
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -98,6 +100,13 @@ def reload_rules(app: web.Application) -> tuple[bool, str]:
     metrics.record_reload(ok=True)
     log.info("rules reloaded: %d model rules, %d upstreams", len(rules.models), len(rules.upstreams))
     return True, "reloaded"
+
+
+def reload_and_report(app: web.Application, board: ReloadBoard) -> None:
+    """A supervised worker's SIGHUP: reload, and tell the board for the generation read first."""
+    generation = board.current().number
+    ok, message = reload_rules(app)
+    board.report(generation, ok, message)
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -6,7 +6,9 @@ each worker serves them with its own event loop. Signals:
 * SIGTERM / SIGINT: the drain (``drain``): readiness false at once, the listener closed after
   ``ready_delay``, requests in flight finished or, at ``drain_seconds`` after the signal, cut
   with an error; then exit 0.
-* SIGHUP: reload the rules; invalid new rules are logged and the old ones keep serving.
+* SIGHUP: reload the rules; invalid new rules are logged and the old ones keep serving. With
+  several workers, SIGHUP to the supervisor (or ``POST /admin/reload`` to any worker) reloads
+  every worker (``reloads``).
 
 With several workers the parent forwards signals, restarts a worker that dies unexpectedly
 (with back-off; it gives up and exits non-zero when workers keep dying at start) and sets
@@ -31,15 +33,19 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.cpus import cpu_budget
 from ..config.rules import RulesError
-from ..config.settings import Settings
+from ..config.settings import Settings, unknown_env_warnings
 from ..observe.logs import configure_logging
 from ..observe.logthrottle import install_loop_throttle
 from . import listener
 from .connections import raise_fd_limit
+from .reloads import Fleet, ReloadBoard
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +57,11 @@ async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_
     from ..config.rules import load_rules
     from .app import create_app, start_site
     from .drain import CUT_GRACE, drain
-    from .state import STATE, reload_rules
+    from .state import STATE
 
     install_loop_throttle(asyncio.get_running_loop())  # a flood of accept errors logs a line per 10 s
+    board = _board() if parent_pid is not None else None
+    generation = board.current().number if board is not None else 0  # read before the rules are
     app = create_app(settings, load_rules(settings.rules_path))
     stop = asyncio.Event()
     orphaned = False
@@ -70,7 +78,7 @@ async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, begin_drain)
-    loop.add_signal_handler(signal.SIGHUP, lambda: reload_rules(app))
+    _handle_reloads(app, loop, board, parent_pid, generation)
     runner = await start_site(app, settings.host, settings.port, sockets=sockets, shutdown_timeout=CUT_GRACE)
     log.info("toolshim worker %d listening on http://%s:%s", os.getpid(), settings.host, settings.port)
     watcher = asyncio.create_task(_watch_parent(parent_pid, begin_drain)) if parent_pid is not None else None
@@ -83,6 +91,33 @@ async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_
         log.warning("the supervisor (pid %d) is gone: worker %d stops serving", parent_pid, os.getpid())
     log.info("draining: readiness is false; closing the listener in %.1fs", ready_delay)
     await drain(app, runner, settings.drain_seconds, ready_delay)
+
+
+def _board() -> ReloadBoard | None:
+    """The supervisor's reload board (in its metrics directory), when there is one."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return ReloadBoard(directory) if directory else None
+
+
+def _handle_reloads(
+    app: web.Application,
+    loop: asyncio.AbstractEventLoop,
+    board: ReloadBoard | None,
+    parent_pid: int | None,
+    generation: int,
+) -> None:
+    """SIGHUP reloads the rules. A supervised worker reports each reload on the board, and so does
+    its start (the rules it loaded); a generation that came while it was loading is reloaded now."""
+    from .state import STATE, reload_and_report, reload_rules
+
+    if board is None or parent_pid is None:
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_rules(app))
+        return
+    app[STATE].fleet = Fleet(board, parent_pid)
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_and_report(app, board))
+    board.report(generation, True, "started")  # from now on the supervisor signals this worker
+    if board.current().number > generation:
+        reload_and_report(app, board)
 
 
 async def _watch_parent(parent_pid: int, on_gone: Callable[[], None]) -> None:
@@ -140,6 +175,8 @@ def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int
     else); bound here when not given. Returns the exit code."""
     configure_logging(settings.log_level)
     log.info("%s", start_line(settings))
+    for warning in unknown_env_warnings():
+        log.warning("%s", warning)
     exposed = not settings.api_keys and not settings.loopback_only
     log.log(logging.WARNING if exposed else logging.INFO, "%s", settings.access_summary())
     if sockets is None:
@@ -224,8 +261,8 @@ class RestartPolicy:
 class _Supervisor:
     """The parent of the workers: starts, watches, restarts them; forwards signals."""
 
-    def __init__(self, settings: Settings, sockets: list[socket.socket], ctx: SpawnContext) -> None:
-        self.settings, self.sockets, self.ctx = settings, sockets, ctx
+    def __init__(self, settings: Settings, sockets: list[socket.socket], ctx: SpawnContext, board: ReloadBoard) -> None:
+        self.settings, self.sockets, self.ctx, self.board = settings, sockets, ctx, board
         self.workers: dict[int, tuple[BaseProcess, float]] = {}  # slot -> (process, started at)
         self.pending: dict[int, float] = {}  # slot -> when to restart it
         self.policy = RestartPolicy()
@@ -245,12 +282,25 @@ class _Supervisor:
     def forward(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stopping = True
+        if signum == signal.SIGHUP:
+            self._reload_all()
+            return
         self._signal_all(signum)
 
     def _signal_all(self, signum: int) -> None:
-        for proc, _started in self.workers.values():
-            if proc.pid is not None and proc.is_alive():
-                os.kill(proc.pid, signum)
+        for pid in self._live_pids():
+            os.kill(pid, signum)
+
+    def _live_pids(self) -> list[int]:
+        return [proc.pid for proc, _started in self.workers.values() if proc.pid is not None and proc.is_alive()]
+
+    def _reload_all(self) -> None:
+        """A new reload generation, signalled to the workers that are serving (one still starting
+        would die of SIGHUP; it loads the newest rules, and sees the generation, when it starts)."""
+        generation = self.board.begin(self._live_pids())
+        log.info("rules reload %d: signalling %d workers", generation.number, len(generation.workers))
+        for pid in generation.workers:
+            os.kill(pid, signal.SIGHUP)
 
     def run(self) -> int:
         """Watch until every worker has exited; 0, or 1 when workers kept failing at start."""
@@ -266,6 +316,7 @@ class _Supervisor:
                     continue
                 if proc.pid is not None:
                     multiprocess.mark_process_dead(proc.pid)  # type: ignore[no-untyped-call]
+                    self.board.forget(proc.pid)
                 del self.workers[slot]
                 if not self.stopping:
                     self._schedule(slot, proc, time.monotonic() - started)
@@ -297,7 +348,9 @@ class _Supervisor:
 def _supervise(settings: Settings, sockets: list[socket.socket]) -> int:
     owned = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
     metrics_dir = _prepare_multiprocess_dir()
-    supervisor = _Supervisor(settings, sockets, multiprocessing.get_context("spawn"))  # prometheus sees the env
+    board = ReloadBoard(metrics_dir)
+    board.clear()
+    supervisor = _Supervisor(settings, sockets, multiprocessing.get_context("spawn"), board)  # prometheus sees the env
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.forward)
     for slot in range(settings.workers):

@@ -32,7 +32,8 @@
 
 Code raises these; ``render_error`` turns any exception into (status, body, headers, metric
 label, log level), for the middleware, for streams and for the connection guard's raw answers
-alike. Nothing else builds error bodies. Messages never contain secrets: upstream bodies are
+alike. Nothing else builds error bodies. Messages never contain secrets, filesystem paths or
+tracebacks (``redact.client_message``, applied in ``ProxyError.body``): upstream bodies are
 reduced to their ``message`` field.
 
 Retry advice: every error answer says whether a retry makes sense, in the header the OpenAI SDKs
@@ -51,7 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..observe.redact import REDACTOR, short_upstream_message
+from ..observe.redact import client_message, short_upstream_message
 
 
 class ProxyError(Exception):
@@ -83,8 +84,8 @@ class ProxyError(Exception):
             self.type = type
 
     def body(self) -> dict[str, Any]:
-        """OpenAI's error shape, with every configured secret masked."""
-        message = REDACTOR.redact(self.message)
+        """OpenAI's error shape; the message without secrets, paths or tracebacks (``client_message``)."""
+        message = client_message(self.message)
         return {"error": {"message": message, "type": self.type, "param": self.param, "code": self.code}}
 
 
