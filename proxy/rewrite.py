@@ -1,7 +1,7 @@
 """Request side of emulation: tools → prompt, history → text, stop sequences merged.
 
 Pure functions over the ``ChatTurn``; the result is a body any chat model accepts
-(no ``tools``, no ``tool`` role, no ``tool_calls``) plus what the response side needs to know.
+(no ``tools``, no ``tool`` or ``developer`` role, no ``tool_calls``) plus what the response side needs to know.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidRequest
+from .fields import compat_messages
 from .formats import ToolChoice, ToolFormat, ToolSpec
 from .formats.history import merge_system_prompt, render_history
 from .rules import ModelRule
@@ -112,7 +113,9 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         offered = []
     max_calls = rule.call_limit(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
-    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
+    # no developer role: a model prompted for tools in text is served by a server that may not know it,
+    # and the tool instructions go into the one system message
+    messages = compat_messages(merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names)))
     instructions = ""
     if offered:
         listed = offered
