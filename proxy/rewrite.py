@@ -43,6 +43,7 @@ class EmulationPlan:
     stops: tuple[str, ...] = ()  # every stop sequence toolshim enforces itself (see stops.py), sent or not
     lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
     instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
+    text_only: bool = False  # no tools anywhere in the turn: the output is read as text and thinking only
 
     @property
     def call_names(self) -> list[str]:
@@ -145,4 +146,5 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         tuple(enforced),
         rule.lenient,
         instructions,
+        not turn.uses_tools,
     )

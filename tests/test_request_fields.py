@@ -3,7 +3,8 @@
 Through a running toolshim with the OpenAI SDK as the client; the fake upstream records what it
 receives. By default a local (or any non-OpenAI) server gets ``compat``: ``max_completion_tokens``
 as ``max_tokens``, ``developer`` messages as ``system``, OpenAI-only fields left out;
-``field_dialect: "openai"`` sends them as they came.
+``field_dialect: "openai"`` sends them as they came. Also: an emulated rule reads ``<think>`` and
+counts usage the same with and without tools.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from toolshim.rules import UpstreamConfig
 
 from tests.checked import checked_openai
 from tests.fakes import FakeUpstream, Reply, completion, text_stream
-from tests.test_emulation import WEATHER, ask, emulated
+from tests.test_emulation import WEATHER, ask, emulated, pieces
 
 USER: list[Any] = [{"role": "user", "content": "hi"}]
 DEVELOPER: list[Any] = [{"role": "developer", "content": "Answer in French."}, *USER]
@@ -206,7 +207,7 @@ def test_auto_dialect_by_upstream_kind(upstream: dict[str, Any], dialect: str) -
 # ---- the Responses API ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool_mode", ["native"])
+@pytest.mark.parametrize("tool_mode", ["native", "hermes"])
 async def test_responses_instructions_and_developer_items_reach_a_local_server_as_one_system_message(
     start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Any, tool_mode: str
 ) -> None:
@@ -227,3 +228,82 @@ async def test_responses_instructions_and_developer_items_reach_a_local_server_a
         {"role": "user", "content": "hi"},
     ]
     assert sent["max_tokens"] == 16 and "max_completion_tokens" not in sent
+
+
+# ---- an emulated rule without tools: usage and thinking as with tools ------------------------------
+
+
+@pytest.mark.parametrize("reported", [USAGE, None])
+async def test_stream_without_tools_gets_its_usage_chunk(
+    start_proxy: Any, fake_upstream: FakeUpstream, reported: dict[str, int] | None
+) -> None:
+    """llama-cpp-python puts no usage in a stream: an emulated rule counts it, as it does with tools."""
+    fake_upstream.tokenizer = "llama-cpp-python"
+    fake_upstream.script(Reply(pieces=text_stream(["Bon", "jour tout le monde"], usage=reported)))
+    proxy = await start_proxy(models=emulated("hermes"))
+    async with checked_openai(proxy.base_url) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="m", messages=USER, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = [chunk async for chunk in stream]
+    usage = chunks[-1].usage
+    assert usage is not None and chunks[-1].choices == []
+    if reported:
+        assert usage.model_dump(exclude_none=True) == reported
+    else:
+        assert usage.completion_tokens == 4 and usage.prompt_tokens > 0  # the tokenizer's count
+    assert fake_upstream.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_native_stream_without_tools_relays_the_upstream_usage(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(Reply(pieces=text_stream(["Bonjour"], usage=USAGE)))
+    proxy = await start_proxy(**native())
+    async with checked_openai(proxy.base_url) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="m", messages=USER, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = [chunk async for chunk in stream]
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 26
+    assert fake_upstream.requests[0]["stream_options"] == {"include_usage": True}
+
+
+THOUGHT_ANSWER = "<think>The user greets me.</think>\nBonjour ! Un exemple : <tool_call>x</tool_call>"
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "pythonic", "react"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_think_is_reasoning_with_and_without_tools(
+    start_proxy: Any, fake_upstream: FakeUpstream, fmt: str, stream: bool
+) -> None:
+    """A turn without tools reads ``<think>`` as one with tools does; call markup in it stays text (no
+    tool exists to call, and it is not asked again)."""
+    fake_upstream.script(Reply(pieces=text_stream(pieces("<think>The user greets me.</think>\nBonjour !"))))
+    proxy = await start_proxy(models=emulated(fmt))
+    with_tools = (await ask(proxy, stream))["choices"][0]["message"]
+    without = (await ask(proxy, stream, tools=None))["choices"][0]["message"]
+    for message in (with_tools, without):  # (hermes keeps the line break after </think>, the others drop it)
+        assert message["reasoning_content"] == "The user greets me."
+        assert message["content"].lstrip() == "Bonjour !"
+    fake_upstream.script(Reply(pieces=text_stream(pieces(THOUGHT_ANSWER))))
+    markup = (await ask(proxy, stream, tools=None))["choices"][0]["message"]
+    assert markup["reasoning_content"] == "The user greets me."
+    assert markup["content"] == "Bonjour ! Un exemple : <tool_call>x</tool_call>"
+    assert len(fake_upstream.requests) == 3
+
+
+async def test_several_choices_without_tools_are_the_upstream_s_own(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    """Emulation writes one choice without logprobs: ``n`` > 1 and ``logprobs`` are relayed as before."""
+    two = completion("Bonjour")
+    two["choices"].append({**two["choices"][0], "index": 1})
+    fake_upstream.script(Reply(body=two))
+    proxy = await start_proxy(models=emulated("hermes"))
+    async with client(proxy) as sdk:  # (the raw check reads one choice)
+        answer = await sdk.chat.completions.create(model="m", messages=USER, n=2)
+        await sdk.chat.completions.create(model="m", messages=USER, logprobs=True)
+    assert len(answer.choices) == 2
+    assert fake_upstream.requests[0]["n"] == 2 and fake_upstream.requests[1]["logprobs"] is True
+    assert "stream" not in fake_upstream.requests[0]
