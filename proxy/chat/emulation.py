@@ -30,6 +30,7 @@ from ..config.rules import ModelRule
 from ..constrain.grammars import Constraining
 from ..formats import StreamParser, set_thinking
 from ..formats.lenient import new_parser
+from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
 from ..observe.dumps import DumpWriter
 from ..observe.metrics import Metrics
@@ -189,11 +190,14 @@ class Emulator:
             log.debug("rendered prompt: %s", json.dumps(body["messages"], ensure_ascii=False))
         return body
 
+    def _new_parser(self) -> StreamParser:
+        """The format's parser; for a turn without tools, one that reads only text and thinking."""
+        if self.plan.text_only:
+            return ProseParser()
+        return new_parser(self.plan.format, list(self.plan.parse_tools), self.plan.max_calls, self.plan.lenient)
+
     async def _read(self, upstream_stream: UpstreamStream, attempt: Attempt) -> AsyncGenerator[Chunk, None]:
-        parser = set_thinking(
-            new_parser(self.plan.format, list(self.plan.parse_tools), self.plan.max_calls, self.plan.lenient),
-            self.rule.thinking,
-        )
+        parser = set_thinking(self._new_parser(), self.rule.thinking)
         stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:
             delta = decode(parse_payload(payload))

@@ -129,8 +129,8 @@ class ChatJob:
     def emulation_format(self) -> str | None:
         """The format to emulate with now, or ``None`` to go native."""
         rule = self.resolved.rule
-        if not self.turn.uses_tools:
-            return None
+        if not self.turn.uses_tools:  # an emulated rule reads <think> and counts usage with or without tools
+            return rule.tool_mode if rule.emulated and not self.turn.relay_only else None
         if rule.emulated:
             return rule.tool_mode
         if rule.tool_mode == "auto" and self.auto_memory.get(self._memory_key(), 0.0) > time.monotonic():

@@ -1,7 +1,7 @@
 """Request side of emulation: tools → prompt, history → text, stop sequences merged.
 
 Pure functions over the ``ChatTurn``; the result is a body any chat model accepts
-(no ``tools``, no ``tool`` role, no ``tool_calls``) plus what the response side needs to know.
+(no ``tools``, no ``tool`` or ``developer`` role, no ``tool_calls``) plus what the response side needs to know.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.fields import compat_messages
 from ..config.rules import ModelRule
 from ..formats import ToolChoice, ToolFormat, ToolSpec
 from ..formats.history import merge_system_prompt, render_history
@@ -42,6 +43,7 @@ class EmulationPlan:
     stops: tuple[str, ...] = ()  # every stop sequence toolshim enforces itself (see stops.py), sent or not
     lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
     instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
+    text_only: bool = False  # no tools anywhere in the turn: the output is read as text and thinking only
 
     @property
     def call_names(self) -> list[str]:
@@ -112,7 +114,9 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         offered = []
     max_calls = rule.call_limit(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
-    messages = merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names))
+    # no developer role: a model prompted for tools in text is served by a server that may not know it,
+    # and the tool instructions go into the one system message
+    messages = compat_messages(merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names)))
     instructions = ""
     if offered:
         listed = offered
@@ -142,4 +146,5 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         tuple(enforced),
         rule.lenient,
         instructions,
+        not turn.uses_tools,
     )

@@ -70,6 +70,7 @@ class ChatRequest(_Open):
     stream_options: dict[str, Any] | None = None
     n: int | None = Field(None, ge=1, le=128)
     max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
 
 

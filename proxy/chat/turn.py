@@ -78,6 +78,12 @@ class ChatTurn:
         return asked or not self.stream
 
     @property
+    def relay_only(self) -> bool:
+        """Only the upstream's own answer has what was asked: several choices, or logprobs
+        (the emulated path writes one choice, without them)."""
+        return (self.options.get("n") or 1) > 1 or bool(self.options.get("logprobs"))
+
+    @property
     def choice(self) -> ToolChoice:
         return self.tool_choice or ToolChoice("auto")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -69,6 +70,10 @@ class UpstreamConfig(_Strict):
     # how this server takes a decoding grammar (see constraint.py): "gbnf" (llama.cpp, llama-cpp-python:
     # ``grammar``), "vllm" (``structured_outputs.grammar``), "none" (no constraint is sent)
     constraint_dialect: Literal["gbnf", "vllm", "none"] = "none"
+    # the request fields it understands (fields.py): "openai" as the client sent them, "compat"
+    # mapped (max_completion_tokens -> max_tokens, developer -> system, OpenAI-only fields left out);
+    # "auto": "openai" for api.openai.com and litellm (which translates per provider), else "compat"
+    field_dialect: Literal["auto", "openai", "compat"] = "auto"
 
     @field_validator("extra_body_fields")
     @classmethod
@@ -85,6 +90,15 @@ class UpstreamConfig(_Strict):
     def allowed_fields(self) -> frozenset[str]:
         """The body fields this upstream receives (see ``allowlist``)."""
         return allowed_fields(self.extra_body_fields)
+
+    @property
+    def dialect(self) -> Literal["openai", "compat"]:
+        """``field_dialect`` with ``auto`` decided from the provider and the host."""
+        if self.field_dialect != "auto":
+            return self.field_dialect
+        if self.provider == "litellm" or urlsplit(self.base_url or "").hostname == "api.openai.com":
+            return "openai"
+        return "compat"
 
     @model_validator(mode="after")
     def _base_url_for_openai(self) -> UpstreamConfig:

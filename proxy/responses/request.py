@@ -103,8 +103,8 @@ class ResponsesRequest:
         for name in ("parallel_tool_calls", "temperature", "top_p", "stop", "user"):
             if raw.get(name) is not None:
                 body[name] = raw[name]
-        if raw.get("max_output_tokens") is not None:
-            body["max_tokens"] = raw["max_output_tokens"]
+        if raw.get("max_output_tokens") is not None:  # the upstream's field_dialect may write it max_tokens
+            body["max_completion_tokens"] = raw["max_output_tokens"]
         response_format = _response_format(raw.get("text"))
         if response_format is not None:
             body["response_format"] = response_format

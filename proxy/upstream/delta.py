@@ -65,8 +65,9 @@ def decode(chunk: Mapping[str, Any]) -> Delta:
         raise stream_error(chunk)
     usage = _usage(chunk.get("usage"))
     choices = chunk.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
-    if not isinstance(first, dict):
+    # the first object among the choices: an odd item (``7``) is skipped, as ``well_formed`` leaves it out
+    first = next((c for c in choices if isinstance(c, dict)), None) if isinstance(choices, list) else None
+    if first is None:
         return Delta(usage=usage)
     delta = first.get("delta") or first.get("message") or {}
     if not isinstance(delta, dict):

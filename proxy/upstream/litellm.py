@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ..config.allowlist import chat_body
+from ..config.fields import for_upstream
 from ..config.rules import UpstreamConfig
 from ..observe.logs import route_library_logs
 from ..observe.redact import short_upstream_message
@@ -93,7 +94,7 @@ class LiteLLMUpstream:
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
         """litellm's keyword arguments: the allowlisted body fields, then destination, credentials
         and headers from the rules only (a client-sent ``api_base`` never gets this far)."""
-        kwargs = chat_body(body, self._allowed)
+        kwargs = for_upstream(chat_body(body, self._allowed), self.config.dialect)
         if not body.get("stream"):
             kwargs.pop("stream_options", None)
         kwargs["api_key"] = self.config.api_key()

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from ..config.allowlist import chat_body
+from ..config.fields import for_upstream
 from ..config.rules import UpstreamConfig
 from ..observe.redact import REDACTOR
 from ..wire.errors import (
@@ -178,9 +179,9 @@ class OpenAIUpstream:
         return self._session
 
     async def _post_chat(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
-        """POST the allowlisted fields of ``body`` to the chat endpoint."""
+        """POST the allowlisted fields of ``body``, in the upstream's field dialect, to the chat endpoint."""
         session = await self._session_ready()
-        data = dumps(chat_body(body, self._allowed))
+        data = dumps(for_upstream(chat_body(body, self._allowed), self.config.dialect))
         payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
         wait = _PoolWait()
         try:
