@@ -35,6 +35,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
+from referencing import Registry
 
 from ._coerce import Coercer
 from ._jsonrepair import escape_inner_quotes, parse_json_lenient
@@ -42,6 +43,11 @@ from .base import ToolSpec
 
 __all__ = ["CallOutcome", "ToolIndex", "canonical_json", "finalize_call", "parse_json_lenient"]
 
+# Schemas are the client's data: a ``$ref`` resolves only inside the schema itself (``#/$defs/...``).
+# jsonschema's default registry fetches any other ``$ref`` (``http://``, ``file://``) with urllib, with no
+# timeout, on the event loop; an empty registry that retrieves nothing makes such a ref unresolvable,
+# which ``validate`` treats as an unusable schema (arguments then checked for ``required`` only).
+_NO_RETRIEVAL: Registry[Any] = Registry()
 logger = logging.getLogger(__name__)
 
 _NAME_WRAPPERS = "`'\""
@@ -171,7 +177,7 @@ class ToolIndex:
         try:
             cls = validator_for(schema, default=Draft202012Validator)
             cls.check_schema(dict(schema))
-            return cls(dict(schema))
+            return cls(dict(schema), registry=_NO_RETRIEVAL)
         # The schema comes from the client and jsonschema's failure modes are open-ended
         # (SchemaError, TypeError on odd "$schema" values, ...): note it and skip validation.
         except Exception as exc:
