@@ -72,7 +72,8 @@ async def test_dump_folder_that_cannot_be_written_does_not_fail_the_request(
     with caplog.at_level(logging.WARNING, logger="toolshim.observe.dumps"):
         answer = await post(proxy)
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
-    assert "could not write the raw-output dump" in caplog.text
+    assert "could not write the raw-output dump" in caplog.text and "TOOLSHIM_DUMP_DIR" in caplog.text
+    assert str(blocker) in caplog.text  # the operator sees where
 
 
 @pytest.mark.parametrize("log_content", [True, False])

@@ -37,4 +37,8 @@ class DumpWriter:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
         except OSError as exc:
-            log.warning("could not write the raw-output dump: %s", exc)
+            log.warning(
+                "could not write the raw-output dump to %s (%s); set TOOLSHIM_DUMP_DIR to a writable directory",
+                path.parent,
+                exc,
+            )
