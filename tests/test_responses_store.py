@@ -1,6 +1,7 @@
 """The response store's promises, end to end with the OpenAI SDK: stored responses belong to the client
-key that made them (another key's id is an unknown id on every route), and an id that cannot be
-one is a 400 on every route that takes one, never a 500. The Redis store gets the same ownership checks in
+key that made them (another key's id is an unknown id on every route), a ``previous_response_id``
+chain is held to ``TOOLSHIM_MAX_MESSAGES`` as a whole, and an id that cannot be one is a 400 on every
+route that takes one, never a 500. The Redis store gets the same ownership checks in
 ``test_responses_redis.py``.
 """
 
@@ -101,6 +102,27 @@ async def test_a_store_from_before_owners_belongs_to_the_anonymous_owner(
     open_proxy = await start_proxy(data_dir=tmp_path)
     status, answer = await raw(open_proxy, "GET", "/responses/resp_old")
     assert status == 200 and answer["id"] == "resp_old"
+
+
+async def test_a_chain_is_held_to_the_message_limit(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """Each turn adds its input and output to the conversation; the turn that would pass the limit is a
+    400 naming previous_response_id, and no request upstream ever carries more messages than the limit."""
+    proxy = await start_proxy(data_dir=tmp_path, max_messages=5)
+    async with keyed(proxy, "unused") as c:
+        previous = await c.responses.create(model="m", input="one")  # conversation: 2 items
+        for text in ("two", "three"):  # 4, then 6 items
+            previous = await c.responses.create(model="m", input=text, previous_response_id=previous.id)
+        with pytest.raises(openai.BadRequestError) as err:
+            await c.responses.create(model="m", input="four", previous_response_id=previous.id)
+        assert err.value.body["param"] == "previous_response_id"  # type: ignore[index]
+        assert err.value.body["code"] == "too_many_items"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as err:  # 5 items + the instructions: 6 messages
+            await c.responses.create(model="m", input=[{"role": "user", "content": "x"}] * 5, instructions="be brief")
+        assert err.value.body["param"] == "input"  # type: ignore[index]
+    assert len(fake_upstream.requests) == 3
+    assert max(len(request["messages"]) for request in fake_upstream.requests) <= 5
 
 
 ODD_IDS = [

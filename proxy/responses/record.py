@@ -22,7 +22,8 @@ def json_text(value: Any) -> str:
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """``context`` is the whole conversation before ``input`` (a copy, not a link to the earlier record):
-    each record can be continued alone, whatever happened to the ones before it."""
+    each record can be continued alone, whatever happened to the ones before it. Its length is held to
+    ``TOOLSHIM_MAX_MESSAGES`` when it is continued (``service.chat_turn``), so a record stays bounded."""
 
     response: dict[str, Any]
     input: list[Item]

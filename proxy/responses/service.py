@@ -59,15 +59,40 @@ async def load_context(store: ResponseStore, owner: str, previous_response_id: s
     return (await load(store, owner, previous_response_id, "previous_response_id")).conversation()
 
 
-def chat_turn(request: ResponsesRequest, context: Sequence[Item]) -> ChatTurn:
-    """The typed chat turn; a chat-side error about a tool names the Responses field."""
+def chat_turn(request: ResponsesRequest, context: Sequence[Item], max_messages: int) -> ChatTurn:
+    """The typed chat turn; a chat-side error about a tool names the Responses field.
+
+    The conversation as a whole (stored context + this input, and the chat messages it makes, the
+    instructions' included) is held to ``max_messages``: a chain of ``previous_response_id`` cannot
+    send more upstream than one request may, and no stored record grows past it."""
+    body = request.chat_body(context)
+    _check_length(len(context) + len(request.input), len(body["messages"]), bool(context), max_messages)
     try:
-        return ChatTurn.from_body(request.chat_body(context))
+        return ChatTurn.from_body(body)
     except InvalidRequest as exc:
         if exc.param and exc.param.startswith("tools["):
             exc.param = exc.param.replace(".function.", ".", 1)
             exc.message = exc.message.replace(".function.", ".", 1)
         raise
+
+
+def _check_length(items: int, messages: int, continued: bool, limit: int) -> None:
+    if items <= limit and messages <= limit:
+        return
+    if continued:
+        raise InvalidRequest(
+            f"The conversation continued from 'previous_response_id' would have {max(items, messages)} items with "
+            f"this input; the limit is {limit} (TOOLSHIM_MAX_MESSAGES). Start a new conversation, or send a "
+            "shorter history as 'input'.",
+            param="previous_response_id",
+            code="too_many_items",
+        )
+    raise InvalidRequest(
+        f"The conversation would have {messages} messages with the instructions; the limit is {limit} "
+        "(TOOLSHIM_MAX_MESSAGES).",
+        param="input",
+        code="too_many_items",
+    )
 
 
 def input_items_page(record: StoredResponse, query: Mapping[str, str]) -> dict[str, Any]:

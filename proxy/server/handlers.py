@@ -180,7 +180,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     drop = resolved.rule.responses_other_tools == "drop"
     wire = await responses.resolve_references(store, owner, responses.parse_request(raw, drop_other_tools=drop))
     context = await responses.load_context(store, owner, wire.previous_response_id)
-    turn = responses.chat_turn(wire, context)
+    turn = responses.chat_turn(wire, context, request.app[SETTINGS].max_messages)
     exchange = responses.Exchange(wire, context, store, owner)
     job = start_job(request, turn, resolved)
     if wire.stream:
