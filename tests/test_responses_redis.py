@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from tests.conftest import free_port
 from tests.fakes import FakeUpstream
 from tests.test_responses import QUESTION, TOOLS, call_reply, calls_of, client, respond, rules, text_of, text_reply
+from tests.test_responses_store import KEY_A, KEY_B, check_owners, keyed
 
 
 def redis_binary() -> str | None:
@@ -105,6 +106,7 @@ async def test_replicas_share_conversations(
             assert (await c.responses.retrieve(second["id"])).output_text == "It is sunny in Paris."
             await c.responses.delete(second["id"])
         assert await server.exists(f"toolshim:response:{second['id']}") == 0
+        assert await server.exists(*(f"toolshim:item:{item['id']}" for item in second["output"])) == 0
     finally:
         await server.aclose()
 
@@ -128,3 +130,31 @@ async def test_expired_in_redis_is_a_404(
 
         with pytest.raises(openai.NotFoundError):
             await c.responses.create(model="m", input="more", previous_response_id=first["id"])
+
+
+async def test_owners_and_delete_in_redis(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, redis_url: str
+) -> None:
+    """Ownership as in the SQLite store; keys carry the owner's digest, never the client key; DELETE
+    removes the response's output items too, so an ``item_reference`` to one is unknown afterwards."""
+    settings = {"responses_store": "redis", "redis_url": redis_url, "data_dir": tmp_path}
+    proxy = await start_proxy(api_keys=(KEY_A, KEY_B), **settings)
+    await check_owners(proxy, fake_upstream)
+    server = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [key.decode() for key in await server.keys("toolshim:*")]
+        assert keys and not any(KEY_A in key or KEY_B in key for key in keys)
+        async with keyed(proxy, KEY_A) as a:
+            doomed = await a.responses.create(model="m", input="forget this")
+            item_id = doomed.output[0].id
+            before = len(await server.keys(f"toolshim:item:*{item_id}"))
+            await a.responses.delete(doomed.id)
+            assert before == 1 and await server.keys(f"toolshim:*{item_id}") == []
+            assert await server.keys(f"toolshim:*{doomed.id}") == []
+            import openai
+
+            with pytest.raises(openai.BadRequestError) as err:
+                await a.responses.create(model="m", input=[{"type": "item_reference", "id": item_id}])
+            assert err.value.body["param"] == "input[0].id"  # type: ignore[index]
+    finally:
+        await server.aclose()

@@ -1,4 +1,5 @@
-"""One stored response: the Response object, its input items and the conversation before them. No I/O."""
+"""One stored response: its owner, the Response object, its input items and the conversation before them.
+No I/O."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..wire.jsoncodec import dumps
+from .ids import ANONYMOUS_OWNER
 
 Item = dict[str, Any]
 
@@ -19,9 +21,14 @@ def json_text(value: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
+    """``context`` is the whole conversation before ``input`` (a copy, not a link to the earlier record):
+    each record can be continued alone, whatever happened to the ones before it. Its length is held to
+    ``TOOLSHIM_MAX_MESSAGES`` when it is continued (``service.chat_turn``), so a record stays bounded."""
+
     response: dict[str, Any]
     input: list[Item]
     context: list[Item]
+    owner: str = ANONYMOUS_OWNER  # ``ids.owner_of_key`` of the client key that made it
 
     @property
     def id(self) -> str:
@@ -36,9 +43,9 @@ class StoredResponse:
         return [item for item in self.response.get("output", []) if isinstance(item.get("id"), str)]
 
     def dumps(self) -> str:
-        return json_text({"response": self.response, "input": self.input, "context": self.context})
+        return json_text({"response": self.response, "input": self.input, "context": self.context, "owner": self.owner})
 
     @classmethod
     def loads(cls, raw: str | bytes) -> StoredResponse:
         doc = json.loads(raw)
-        return cls(doc["response"], doc["input"], doc["context"])
+        return cls(doc["response"], doc["input"], doc["context"], doc.get("owner", ANONYMOUS_OWNER))

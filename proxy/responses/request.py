@@ -26,7 +26,7 @@ from typing import Any
 
 from ..chat.toolschema import check_parameters
 from ..wire.errors import InvalidRequest
-from .ids import new_id
+from .ids import check_id, new_id
 
 Item = dict[str, Any]
 
@@ -129,8 +129,8 @@ def parse_request(raw: Any, *, drop_other_tools: bool = False) -> ResponsesReque
         if raw.get(name):
             raise _bad(name, "not supported by this proxy")
     previous = raw.get("previous_response_id")
-    if previous is not None and (not isinstance(previous, str) or not previous):
-        raise _bad("previous_response_id", "expected a response id")
+    if previous is not None:
+        check_id(previous, "previous_response_id")
     if raw.get("input") is None and previous is None:
         raise InvalidRequest("Missing required parameter: 'input' (or 'previous_response_id').", param="input")
     instructions = raw.get("instructions")
@@ -292,7 +292,7 @@ def _item(item: Any, param: str) -> Item:
             "status": "completed",
         }
     elif kind == "item_reference":  # resolved from the store before the turn is built
-        return {"type": kind, "id": _text(item, "id", param)}
+        return {"type": kind, "id": check_id(item.get("id"), f"{param}.id")}
     elif kind == "reasoning":
         out = {k: v for k, v in item.items() if k in ("type", "summary", "content", "encrypted_content")}
         out.setdefault("summary", [])

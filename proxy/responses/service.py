@@ -18,6 +18,7 @@ from ..observe.redact import REDACTOR
 from ..wire.errors import ErrorView, InvalidRequest, NotFound
 from ..wire.sse import encode_event
 from .events import Event, ResponseAssembler
+from .ids import check_id
 from .record import StoredResponse
 from .request import Item, ResponsesRequest
 from .store import ResponseStore
@@ -25,41 +26,73 @@ from .store import ResponseStore
 _MAX_PAGE = 100
 
 
-async def load(store: ResponseStore, response_id: str, param: str | None = None) -> StoredResponse:
-    """A stored response, or a 404 in OpenAI's shape (unknown, expired, deleted or never stored)."""
-    record = await store.load(response_id)
+async def load(store: ResponseStore, owner: str, response_id: str, param: str = "response_id") -> StoredResponse:
+    """``owner``'s stored response, or a 404 in OpenAI's shape (unknown, another owner's, expired,
+    deleted or never stored: one answer for all); an id that cannot be one is a 400 naming ``param``."""
+    check_id(response_id, param)
+    record = await store.load(owner, response_id)
     if record is None:
-        raise NotFound(f"Response with id '{response_id[:100]}' not found.", param=param, code="response_not_found")
+        raise _not_found(response_id, None if param == "response_id" else param)
     return record
 
 
-async def delete(store: ResponseStore, response_id: str) -> None:
-    if not await store.delete(response_id):
-        raise NotFound(f"Response with id '{response_id[:100]}' not found.", code="response_not_found")
+async def delete(store: ResponseStore, owner: str, response_id: str) -> None:
+    check_id(response_id, "response_id")
+    if not await store.delete(owner, response_id):
+        raise _not_found(response_id, None)
 
 
-async def resolve_references(store: ResponseStore, request: ResponsesRequest) -> ResponsesRequest:
-    """``item_reference`` input items replaced by the stored output items they name."""
+def _not_found(response_id: str, param: str | None) -> NotFound:
+    return NotFound(f"Response with id '{response_id}' not found.", param=param, code="response_not_found")
+
+
+async def resolve_references(store: ResponseStore, owner: str, request: ResponsesRequest) -> ResponsesRequest:
+    """``item_reference`` input items replaced by ``owner``'s stored output items they name."""
     ids = request.references()
-    return request.with_references(await store.load_items(ids)) if ids else request
+    return request.with_references(await store.load_items(owner, ids)) if ids else request
 
 
-async def load_context(store: ResponseStore, previous_response_id: str | None) -> list[Item]:
+async def load_context(store: ResponseStore, owner: str, previous_response_id: str | None) -> list[Item]:
     """The conversation a ``previous_response_id`` continues (empty without one)."""
     if previous_response_id is None:
         return []
-    return (await load(store, previous_response_id, "previous_response_id")).conversation()
+    return (await load(store, owner, previous_response_id, "previous_response_id")).conversation()
 
 
-def chat_turn(request: ResponsesRequest, context: Sequence[Item]) -> ChatTurn:
-    """The typed chat turn; a chat-side error about a tool names the Responses field."""
+def chat_turn(request: ResponsesRequest, context: Sequence[Item], max_messages: int) -> ChatTurn:
+    """The typed chat turn; a chat-side error about a tool names the Responses field.
+
+    The conversation as a whole (stored context + this input, and the chat messages it makes, the
+    instructions' included) is held to ``max_messages``: a chain of ``previous_response_id`` cannot
+    send more upstream than one request may, and no stored record grows past it."""
+    body = request.chat_body(context)
+    _check_length(len(context) + len(request.input), len(body["messages"]), bool(context), max_messages)
     try:
-        return ChatTurn.from_body(request.chat_body(context))
+        return ChatTurn.from_body(body)
     except InvalidRequest as exc:
         if exc.param and exc.param.startswith("tools["):
             exc.param = exc.param.replace(".function.", ".", 1)
             exc.message = exc.message.replace(".function.", ".", 1)
         raise
+
+
+def _check_length(items: int, messages: int, continued: bool, limit: int) -> None:
+    if items <= limit and messages <= limit:
+        return
+    if continued:
+        raise InvalidRequest(
+            f"The conversation continued from 'previous_response_id' would have {max(items, messages)} items with "
+            f"this input; the limit is {limit} (TOOLSHIM_MAX_MESSAGES). Start a new conversation, or send a "
+            "shorter history as 'input'.",
+            param="previous_response_id",
+            code="too_many_items",
+        )
+    raise InvalidRequest(
+        f"The conversation would have {messages} messages with the instructions; the limit is {limit} "
+        "(TOOLSHIM_MAX_MESSAGES).",
+        param="input",
+        code="too_many_items",
+    )
 
 
 def input_items_page(record: StoredResponse, query: Mapping[str, str]) -> dict[str, Any]:
@@ -91,10 +124,11 @@ def input_items_page(record: StoredResponse, query: Mapping[str, str]) -> dict[s
 class Exchange:
     """One Responses request: its assembler, what to store, and how to end it."""
 
-    def __init__(self, request: ResponsesRequest, context: Sequence[Item], store: ResponseStore) -> None:
+    def __init__(self, request: ResponsesRequest, context: Sequence[Item], store: ResponseStore, owner: str) -> None:
         self.request = request
         self.context = list(context)
         self.store = store
+        self.owner = owner
         self.assembler = ResponseAssembler(request.model, request.echo())
 
     async def complete(self, job: modes.ChatJob) -> dict[str, Any]:
@@ -150,7 +184,7 @@ class Exchange:
     async def _save(self) -> None:
         if not self.request.store:
             return
-        record = StoredResponse(self.assembler.response, list(self.request.input), self.context)
+        record = StoredResponse(self.assembler.response, list(self.request.input), self.context, self.owner)
         await self.store.save(record)
 
 

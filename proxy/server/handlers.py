@@ -44,7 +44,7 @@ from .catalog import model_card
 from .drain import was_cut
 from .middleware import secret_matches
 from .reloads import Outcome
-from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
+from .state import METRICS, OWNER_KEY, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 
 log = logging.getLogger(__name__)
 
@@ -176,30 +176,33 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if resolved.rule.responses_passthrough:  # an upstream with its own Responses API judges the body
         info.model, info.tool_mode = resolved.label, "passthrough"
         return await relay(request, raw, resolved, model)
-    store = request.app[RESPONSES_STORE]
+    store, owner = request.app[RESPONSES_STORE], request[OWNER_KEY]
     drop = resolved.rule.responses_other_tools == "drop"
-    wire = await responses.resolve_references(store, responses.parse_request(raw, drop_other_tools=drop))
-    context = await responses.load_context(store, wire.previous_response_id)
-    exchange = responses.Exchange(wire, context, store)
-    job = start_job(request, responses.chat_turn(wire, context), resolved)
+    wire = await responses.resolve_references(store, owner, responses.parse_request(raw, drop_other_tools=drop))
+    context = await responses.load_context(store, owner, wire.previous_response_id)
+    turn = responses.chat_turn(wire, context, request.app[SETTINGS].max_messages)
+    exchange = responses.Exchange(wire, context, store, owner)
+    job = start_job(request, turn, resolved)
     if wire.stream:
         return await send_stream(request, exchange.sse(job), exchange.error_bytes)
     return json_answer(await exchange.complete(job), usage_headers(info))
 
 
+# The stored-response routes answer only the caller's own records (``OWNER_KEY``, set by the auth
+# middleware): another key's id is a 404 like an unknown one.
 async def get_response(request: web.Request) -> web.Response:
-    record = await responses.load(request.app[RESPONSES_STORE], request.match_info["response_id"])
+    record = await responses.load(request.app[RESPONSES_STORE], request[OWNER_KEY], request.match_info["response_id"])
     return json_answer(record.response)
 
 
 async def delete_response(request: web.Request) -> web.Response:
     response_id = request.match_info["response_id"]
-    await responses.delete(request.app[RESPONSES_STORE], response_id)
+    await responses.delete(request.app[RESPONSES_STORE], request[OWNER_KEY], response_id)
     return web.json_response({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
 async def list_input_items(request: web.Request) -> web.Response:
-    record = await responses.load(request.app[RESPONSES_STORE], request.match_info["response_id"])
+    record = await responses.load(request.app[RESPONSES_STORE], request[OWNER_KEY], request.match_info["response_id"])
     return json_answer(responses.input_items_page(record, request.query))
 
 

@@ -22,8 +22,9 @@ from aiohttp import web
 from ..config.settings import is_loopback
 from ..observe.context import RequestInfo
 from ..observe.logs import request_id_var
+from ..responses.ids import ANONYMOUS_OWNER, owner_of_key
 from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
-from .state import INFO_KEY, METRICS, SETTINGS
+from .state import INFO_KEY, METRICS, OWNER_KEY, SETTINGS
 
 if TYPE_CHECKING:
     from ..observe.metrics import Metrics
@@ -219,12 +220,16 @@ def host_name(host: str) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*; compared in constant time."""
+    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*; compared in constant time. The request's owner
+    of stored responses is the key it was let in with (its HMAC), or the anonymous owner without keys."""
     keys = request.app[SETTINGS].api_keys
     if keys and request.path.startswith("/v1/"):
         presented = _bearer(request)
         if presented is None or not _matches_any(presented, keys):
             raise Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
+        request[OWNER_KEY] = owner_of_key(presented)
+    elif not keys:
+        request[OWNER_KEY] = ANONYMOUS_OWNER
     return await handler(request)
 
 

@@ -48,6 +48,8 @@ METRICS = web.AppKey("metrics", Metrics)
 STATE = web.AppKey("state", AppState)
 RESPONSES_STORE = web.AppKey("responses_store", ResponseStore)
 INFO_KEY = web.RequestKey("toolshim.info", RequestInfo)
+# Who stored responses belong to, set by ``auth_middleware`` for /v1 (``responses.ids.owner_of_key``).
+OWNER_KEY = web.RequestKey("toolshim.owner", str)
 
 
 def build_runtime(
