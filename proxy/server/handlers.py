@@ -22,6 +22,7 @@ from ..chat import modes
 from ..chat.limits import RequestLimits, check_body, check_chat, check_responses
 from ..chat.policies import apply_policies
 from ..chat.turn import ChatTurn
+from ..config.allowlist import chat_body, passthrough_fields
 from ..config.rules import Resolved
 from ..observe.context import RequestInfo
 from ..observe.redact import REDACTOR
@@ -295,12 +296,15 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
 
 
 async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, model: str) -> web.StreamResponse:
-    """Send the body as it is (model renamed) to the same path on the model's upstream; relay the answer."""
+    """Send the body's allowlisted fields (the endpoint's and the upstream's ``extra_body_fields``;
+    model renamed) to the same path on the model's upstream; relay the answer and its safe headers."""
     info = request_info(request)
-    upstream = request.app[STATE].runtime.upstreams[resolved.upstream_name]
+    runtime = request.app[STATE].runtime
+    upstream = runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    body = dumps({**raw, "model": resolved.upstream_model(model)})
     path = request.path.removeprefix("/v1")
+    fields = passthrough_fields(path, runtime.rules.upstreams[resolved.upstream_name].extra_body_fields)
+    body = dumps({**chat_body(raw, fields), "model": resolved.upstream_model(model)})
     upstream_resp = await upstream.forward(request.method, path, body, "application/json")
     try:
         response = web.StreamResponse(status=upstream_resp.status, headers=relay_headers(upstream_resp))

@@ -1,0 +1,133 @@
+"""Security of the pass-through routes (issue 32): what reaches the upstream, what comes back.
+
+* Every pass-through route forwards only the fields its endpoint defines plus the upstream's
+  ``extra_body_fields``: server-side extensions (``chat_template``, ``prompt_embeds``,
+  ``guided_regex``) and destination fields never reach the upstream.
+* Upstream response headers pass through one allowlist (``wire.headers``): no ``Set-Cookie``, no
+  ``Access-Control-*``, no ``Server``/``Via``/``X-Powered-By``; toolshim's own CORS still works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import pytest
+from toolshim.config.allowlist import PASSTHROUGH_FIELDS
+from toolshim.server.handlers import PASSTHROUGH_PATHS
+
+from tests.fakes import FakeUpstream, Reply, sse
+
+APP = "https://app.example"
+# A legitimate body per route (model "m"), as a client of that endpoint sends it.
+ROUTES: dict[str, dict[str, Any]] = {
+    "/v1/completions": {"model": "m", "prompt": "2+2=", "max_tokens": 3, "temperature": 0},
+    "/v1/embeddings": {"model": "m", "input": "hello", "dimensions": 8, "encoding_format": "float"},
+    "/v1/moderations": {"model": "m", "input": "hello"},
+    "/v1/rerank": {"model": "m", "query": "q", "documents": ["a", "b"], "top_n": 1},
+    "/v1/score": {"model": "m", "text_1": "a", "text_2": "b"},
+    "/v1/audio/speech": {"model": "m", "input": "hello", "voice": "alloy", "response_format": "mp3"},
+    "/v1/images/generations": {"model": "m", "prompt": "a cat", "size": "256x256", "n": 1},
+    "/v1/responses": {"model": "m", "input": "hi", "temperature": 0.2, "tools": [{"type": "web_search_preview"}]},
+}
+# What local servers execute or read, and what would steer the call: never forwarded unless allowed.
+ODD_FIELDS: dict[str, Any] = {
+    "chat_template": "{{ cycler.__init__.__globals__ }}",
+    "chat_template_kwargs": {"x": 1},
+    "prompt_embeds": "AAAA",
+    "guided_regex": ".*",
+    "regex": ".*",
+    "grammar": "root ::= .*",
+    "top_k": 40,
+    "api_base": "http://attacker.invalid",
+    "extra_body": {"x": 1},
+    "messages": [{"role": "user", "content": "hi"}],
+}
+PASSTHROUGH_RULES = [{"match": "m", "upstream": "up", "tool_mode": "native", "responses_passthrough": True}]
+
+
+def test_every_passthrough_route_has_a_field_list() -> None:
+    assert {path.removeprefix("/v1") for path in PASSTHROUGH_PATHS} | {"/responses"} == set(PASSTHROUGH_FIELDS)
+    assert set(ROUTES) == {*PASSTHROUGH_PATHS, "/v1/responses"}
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+async def test_odd_fields_do_not_reach_the_upstream(start_proxy: Any, fake_upstream: FakeUpstream, path: str) -> None:
+    fake_upstream.script(Reply(body={"ok": True}))
+    proxy = await start_proxy(models=PASSTHROUGH_RULES)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.url + path, json={**ROUTES[path], **ODD_FIELDS}) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    assert fake_upstream.paths == [path]
+    assert fake_upstream.requests == [ROUTES[path]]
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/embeddings", "/v1/responses"])
+async def test_extra_body_fields_extend_every_route(start_proxy: Any, fake_upstream: FakeUpstream, path: str) -> None:
+    fake_upstream.script(Reply(body={"ok": True}))
+    proxy = await start_proxy(models=PASSTHROUGH_RULES, upstream_extra={"extra_body_fields": ["top_k"]})
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.url + path, json={**ROUTES[path], **ODD_FIELDS}) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    assert fake_upstream.requests == [{**ROUTES[path], "top_k": 40}]
+
+
+UPSTREAM_HEADERS = {
+    "Set-Cookie": "session=upstream; Path=/",
+    "Set-Cookie2": "old=style",
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Credentials": "true",
+    "Access-Control-Expose-Headers": "*",
+    "Server": "llama.cpp",
+    "Via": "1.1 internal-gateway",
+    "X-Powered-By": "PHP/5.4",
+    "OpenAI-Organization": "org-operator",
+    "X-RateLimit-Remaining-Requests": "99",
+    "OpenAI-Processing-Ms": "12",
+}
+DROPPED = [n for n in UPSTREAM_HEADERS if n.lower().startswith(("set-", "access-", "via", "x-powered", "openai-org"))]
+
+
+def _replies(stream: bool) -> Reply:
+    if stream:
+        pieces = [sse({"choices": [{"index": 0, "text": "hi", "finish_reason": "stop"}]}), sse("[DONE]")]
+        return Reply(pieces=pieces, headers=UPSTREAM_HEADERS)
+    return Reply(body={"object": "text_completion", "choices": []}, headers=UPSTREAM_HEADERS)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_upstream_cookies_and_cors_headers_are_not_relayed(
+    start_proxy: Any, fake_upstream: FakeUpstream, stream: bool
+) -> None:
+    fake_upstream.script(_replies(stream))
+    proxy = await start_proxy(models=PASSTHROUGH_RULES)
+    body = {**ROUTES["/v1/completions"], "stream": stream}
+    async with aiohttp.ClientSession() as session, session.post(proxy.url + "/v1/completions", json=body) as resp:
+        assert resp.status == 200
+        await resp.read()
+        for name in DROPPED:
+            assert name not in resp.headers, name
+        assert resp.headers.get("Server", "") != "llama.cpp"
+        assert resp.headers["X-RateLimit-Remaining-Requests"] == "99"
+        assert resp.headers["OpenAI-Processing-Ms"] == "12"
+        assert resp.headers["Content-Type"].startswith("text/event-stream" if stream else "application/json")
+        assert len(resp.headers["X-Request-Id"]) == 32  # toolshim's own id
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/responses"])
+async def test_toolshim_cors_replaces_the_upstreams(start_proxy: Any, fake_upstream: FakeUpstream, path: str) -> None:
+    fake_upstream.script(Reply(body={"ok": True}, headers=UPSTREAM_HEADERS))
+    proxy = await start_proxy(models=PASSTHROUGH_RULES, allowed_origins=(APP,))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.url + path, json=ROUTES[path], headers={"Origin": APP}) as resp,
+    ):
+        assert resp.status == 200
+        assert resp.headers.getall("Access-Control-Allow-Origin") == [APP]
+        assert resp.headers["Access-Control-Expose-Headers"] == "X-Request-Id"
+        assert "Access-Control-Allow-Credentials" not in resp.headers
+        assert "Set-Cookie" not in resp.headers
