@@ -5,6 +5,7 @@
   ``guided_regex``) and destination fields never reach the upstream.
 * Upstream response headers pass through one allowlist (``wire.headers``): no ``Set-Cookie``, no
   ``Access-Control-*``, no ``Server``/``Via``/``X-Powered-By``; toolshim's own CORS still works.
+* A form body (``multipart/form-data``, ``application/x-www-form-urlencoded``) is a 415.
 """
 
 from __future__ import annotations
@@ -131,3 +132,37 @@ async def test_toolshim_cors_replaces_the_upstreams(start_proxy: Any, fake_upstr
         assert resp.headers["Access-Control-Expose-Headers"] == "X-Request-Id"
         assert "Access-Control-Allow-Credentials" not in resp.headers
         assert "Set-Cookie" not in resp.headers
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "Application/X-WWW-Form-Urlencoded"],
+)
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings", "/v1/responses"])
+async def test_form_bodies_are_refused(
+    start_proxy: Any, fake_upstream: FakeUpstream, path: str, content_type: str
+) -> None:
+    proxy = await start_proxy(models=PASSTHROUGH_RULES)
+    data = b'{"model": "m", "input": "hi", "messages": [{"role": "user", "content": "hi"}]}'
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.url + path, data=data, headers={"Content-Type": content_type}) as resp,
+    ):
+        assert resp.status == 415
+        error = (await resp.json())["error"]
+        assert error["code"] == "unsupported_media_type" and "application/json" in error["message"]
+    assert fake_upstream.requests == []
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/json; charset=utf-8"])
+async def test_json_under_other_content_types_is_read(
+    start_proxy: Any, fake_upstream: FakeUpstream, content_type: str | None
+) -> None:
+    proxy = await start_proxy(models=PASSTHROUGH_RULES)
+    data = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    headers = {"Content-Type": content_type} if content_type else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.url + "/v1/chat/completions", data=data, headers=headers) as resp,
+    ):
+        assert resp.status == 200, await resp.text()

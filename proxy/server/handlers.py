@@ -68,10 +68,23 @@ SSE_HEADERS = {
 }
 
 
+# Content types that say the body is a form, not JSON: refused (415) on every route, which all take
+# JSON. Any other type (or none) is read as JSON: clients send ``text/plain`` and
+# ``application/octet-stream`` with JSON inside, and the parser judges the bytes either way.
+FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
 async def read_json(request: web.Request) -> Any:
-    """The JSON body, or a 400 / 413 / 415 in OpenAI's shape. A compressed body is refused unread:
-    a small gzip body can inflate to gigabytes (the server does not decompress, see ``start_site``)."""
+    """The JSON body, or a 400 / 413 / 415 in OpenAI's shape. A form body is refused unread (above); so
+    is a compressed one: a small gzip body can inflate to gigabytes (the server does not decompress,
+    see ``start_site``)."""
     settings = request.app[SETTINGS]
+    if request.content_type in FORM_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type '{request.content_type}' is not accepted: send the body as JSON with "
+            "'Content-Type: application/json' (curl: -H 'Content-Type: application/json').",
+            code="unsupported_media_type",
+        )
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in ("", "identity"):
         raise UnsupportedMediaType(
