@@ -6,17 +6,24 @@
 * Upstream response headers pass through one allowlist (``wire.headers``): no ``Set-Cookie``, no
   ``Access-Control-*``, no ``Server``/``Via``/``X-Powered-By``; toolshim's own CORS still works.
 * A form body (``multipart/form-data``, ``application/x-www-form-urlencoded``) is a 415.
+* Model names are bounded in size before any lookup, and every cache keyed by them in count.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from toolshim.config.allowlist import PASSTHROUGH_FIELDS
+from toolshim.config.rules import MAX_MODEL_NAME_CHARS, RESOLVE_CACHE_SIZE, load_rules
+from toolshim.config.settings import _is_loopback, is_loopback
+from toolshim.observe.logthrottle import LogThrottle
 from toolshim.server.handlers import PASSTHROUGH_PATHS
+from toolshim.server.state import STATE
 
+from tests.conftest import write_rules
 from tests.fakes import FakeUpstream, Reply, sse
 
 APP = "https://app.example"
@@ -166,3 +173,50 @@ async def test_json_under_other_content_types_is_read(
         session.post(proxy.url + "/v1/chat/completions", data=data, headers=headers) as resp,
     ):
         assert resp.status == 200, await resp.text()
+
+
+NAME_PATHS = ["/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings"]
+
+
+async def test_long_model_names_are_refused_before_any_lookup(start_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": "auto"}])
+    rules = proxy.app[STATE].runtime.rules
+    body = {"messages": [{"role": "user", "content": "hi"}], "input": "hi", "prompt": "hi"}
+    async with aiohttp.ClientSession() as session:
+        for i in range(40):
+            name = f"{i}-" + "m" * (64 * 1024)
+            async with session.post(proxy.url + NAME_PATHS[i % 4], json={**body, "model": name}) as resp:
+                assert resp.status == 400
+                error = (await resp.json())["error"]
+                assert error["param"] == "model"  # chat's schema says so too (max_length), with its own code
+                assert error["code"] == "model_name_too_long" or NAME_PATHS[i % 4] == "/v1/chat/completions"
+                assert len(error["message"]) < 200
+        async with session.get(proxy.base_url + "/models/" + "m" * 1000) as resp:
+            assert resp.status == 400
+        name = "m" * MAX_MODEL_NAME_CHARS  # the limit itself is served
+        async with session.post(proxy.base_url + "/chat/completions", json={**body, "model": name}) as resp:
+            assert resp.status == 200
+    assert rules.cache_size() == 1
+    assert fake_upstream.requests == [{"model": name, "messages": body["messages"]}]
+    assert proxy.app[STATE].auto_emulate_until == {}
+
+
+def test_resolution_cache_is_bounded_by_count_and_size(tmp_path: Path) -> None:
+    rules = load_rules(write_rules(tmp_path, "http://127.0.0.1:9/v1", [{"match": "*", "upstream": "up"}]))
+    for i in range(RESOLVE_CACHE_SIZE + 500):
+        assert rules.resolve(f"{i}-".ljust(MAX_MODEL_NAME_CHARS, "x")) is not None
+    assert rules.cache_size() == RESOLVE_CACHE_SIZE
+    rules = load_rules(write_rules(tmp_path, "http://127.0.0.1:9/v1", [{"match": "*", "upstream": "up"}]))
+    for i in range(40):
+        assert rules.resolve(f"{i}-" + "x" * (1 << 20)) is not None  # matched, never remembered
+    assert rules.cache_size() == 0
+
+
+def test_other_text_keyed_memories_are_bounded() -> None:
+    _is_loopback.cache_clear()
+    assert not is_loopback("a" * 100_000)
+    assert _is_loopback.cache_info().currsize == 0
+    throttle = LogThrottle(60)
+    for i in range(1000):
+        throttle.admit(f"{i} " + "x" * 100_000)
+    assert len(throttle._kinds) <= 256 and all(len(kind) <= 200 for kind in throttle._kinds)

@@ -236,18 +236,32 @@ class Resolved:
         return self.rule.upstream_model or requested
 
 
+# The longest model name a request may send (a 400 past it, before any lookup; see handlers). Real
+# names (``hf.co/org/model-GGUF:Q4_K_M``, ``accounts/x/models/y``) stay far below it; a name is
+# client text that resolution caches remember, so its size is bounded as well as their count.
+MAX_MODEL_NAME_CHARS = 256
+RESOLVE_CACHE_SIZE = 4096  # names remembered (least recently used go first): at most ~1 MiB of names
+
+
 class RuleSet:
-    """Validated rules with first-match-wins resolution, cached per model name."""
+    """Validated rules with first-match-wins resolution, cached per model name (bounded: count and size)."""
 
     def __init__(self, upstreams: dict[str, UpstreamConfig], models: list[ModelRule], sources: list[Path]) -> None:
         self.upstreams = upstreams
         self.models = models
         self.sources = sources
-        self._resolve_cached = lru_cache(maxsize=4096)(self._resolve)
+        self._resolve_cached = lru_cache(maxsize=RESOLVE_CACHE_SIZE)(self._resolve)
 
     def resolve(self, model: str) -> Resolved | None:
-        """The first rule whose glob matches ``model``; ``None`` when none does."""
+        """The first rule whose glob matches ``model``; ``None`` when none does. A name longer than
+        ``MAX_MODEL_NAME_CHARS`` is matched but not remembered."""
+        if len(model) > MAX_MODEL_NAME_CHARS:
+            return self._resolve(model)
         return self._resolve_cached(model)
+
+    def cache_size(self) -> int:
+        """Names the resolution cache holds now (for tests and the curious)."""
+        return self._resolve_cached.cache_info().currsize
 
     def _resolve(self, model: str) -> Resolved | None:
         for rule in self.models:

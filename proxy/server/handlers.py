@@ -23,7 +23,7 @@ from ..chat.limits import RequestLimits, check_body, check_chat, check_responses
 from ..chat.policies import apply_policies
 from ..chat.turn import ChatTurn
 from ..config.allowlist import chat_body, passthrough_fields
-from ..config.rules import Resolved
+from ..config.rules import MAX_MODEL_NAME_CHARS, Resolved
 from ..observe.context import RequestInfo
 from ..observe.redact import REDACTOR
 from ..upstream.openai_http import relay_headers
@@ -113,9 +113,18 @@ async def read_json(request: web.Request) -> Any:
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
-    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for)."""
+    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for).
+
+    A name longer than ``MAX_MODEL_NAME_CHARS`` is a 400 before any lookup: no cache keyed by names
+    (resolution, ``tool_mode: auto`` memory) ever holds client text of any length."""
     info = request_info(request)
     info.requested_model = model[:100]
+    if len(model) > MAX_MODEL_NAME_CHARS:
+        raise InvalidRequest(
+            f"The model name is {len(model)} characters long; the limit is {MAX_MODEL_NAME_CHARS}.",
+            param="model",
+            code="model_name_too_long",
+        )
     rules = request.app[STATE].runtime.rules
     resolved = rules.resolve(model)
     if resolved is None:
