@@ -116,6 +116,13 @@ class UpstreamConfig(_Strict):
 # The formats constraint.py builds a grammar for (kept here so the rules need not import it).
 CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes", "pythonic"})
 
+# The default first_token_timeout: twice the default read_timeout. A server that sends nothing until
+# its first token (llama.cpp, vLLM during prefill) is already cut by read_timeout (300 s idle), so this
+# never ends a wait sooner than the default read_timeout would; it ends a stream that stays alive without
+# a token, which read_timeout never does. A slow CPU prefill of a long prompt can take many minutes:
+# raise both there, or set first_token_timeout to null.
+FIRST_TOKEN_TIMEOUT = 600.0
+
 # Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
 # ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).
 PARALLEL_CALLS_DEFAULT = 8
@@ -166,8 +173,10 @@ class ModelRule(_Strict):
     tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
-    # seconds from the request until the upstream's first token (None: only read_timeout bounds the wait)
-    first_token_timeout: float | None = Field(None, gt=0)
+    # seconds from the request until the upstream's first token; null turns it off (then only read_timeout,
+    # the idle time between bytes, bounds the wait). On by default (FIRST_TOKEN_TIMEOUT) for a server that
+    # keeps the stream alive (SSE comments, a role chunk, empty deltas) but never produces a token
+    first_token_timeout: float | None = Field(FIRST_TOKEN_TIMEOUT, gt=0)
     # the Responses API: send /v1/responses as it is (model renamed) to an upstream that has its own
     responses_passthrough: bool = False
     # tools that are not functions (web_search, namespace, custom, ...): a 400 naming the type, or left out
