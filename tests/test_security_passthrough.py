@@ -7,6 +7,8 @@
   ``Access-Control-*``, no ``Server``/``Via``/``X-Powered-By``; toolshim's own CORS still works.
 * A form body (``multipart/form-data``, ``application/x-www-form-urlencoded``) is a 415.
 * Model names are bounded in size before any lookup, and every cache keyed by them in count.
+* Credentials inside a ``base_url`` work alone, are refused beside an ``Authorization`` header, and
+  are masked wherever they could be printed.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 from toolshim.config.allowlist import PASSTHROUGH_FIELDS
-from toolshim.config.rules import MAX_MODEL_NAME_CHARS, RESOLVE_CACHE_SIZE, load_rules
+from toolshim.config.rules import MAX_MODEL_NAME_CHARS, RESOLVE_CACHE_SIZE, RulesError, describe, load_rules
 from toolshim.config.settings import _is_loopback, is_loopback
 from toolshim.observe.logthrottle import LogThrottle
+from toolshim.observe.redact import REDACTOR
 from toolshim.server.handlers import PASSTHROUGH_PATHS
 from toolshim.server.state import STATE
 
@@ -220,3 +223,28 @@ def test_other_text_keyed_memories_are_bounded() -> None:
     for i in range(1000):
         throttle.admit(f"{i} " + "x" * 100_000)
     assert len(throttle._kinds) <= 256 and all(len(kind) <= 200 for kind in throttle._kinds)
+
+
+@pytest.mark.parametrize("extra", [{"api_key_env": "UP_KEY"}, {"headers": {"authorization": "Bearer x"}}])
+def test_credentials_in_base_url_and_an_authorization_header_are_refused(tmp_path: Path, extra: dict[str, Any]) -> None:
+    path = write_rules(tmp_path, "http://user:pa55@127.0.0.1:9/v1", [{"match": "*", "upstream": "up"}], extra)
+    with pytest.raises(RulesError, match=r"upstreams\.up.*base_url carries credentials") as info:
+        load_rules(path)
+    assert "pa55" not in str(info.value)
+
+
+async def test_credentials_in_base_url_alone_work_and_stay_masked(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    url = fake_upstream.url.replace("http://", "http://user:pa55word@")
+    rules = load_rules(write_rules(tmp_path, url, [{"match": "*", "upstream": "up"}]))
+    assert "pa55word" not in describe(rules) and "user:***@" in describe(rules)
+    proxy = await start_proxy(models=[{"match": "*", "upstream": "up"}], upstream_extra={"base_url": url})
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxy.base_url + "/chat/completions", json=body) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+    assert fake_upstream.headers[0]["Authorization"] == "Basic dXNlcjpwYTU1d29yZA=="
+    assert "pa55word" not in REDACTOR.redact("the upstream said pa55word")

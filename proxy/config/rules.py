@@ -106,11 +106,45 @@ class UpstreamConfig(_Strict):
             raise ValueError("base_url is required for provider 'openai'")
         if self.base_url and not self.base_url.startswith(("http://", "https://")):
             raise ValueError("base_url must start with http:// or https://")
+        if self.base_url and _has_credentials(self.base_url) and self._sends_authorization():
+            raise ValueError(
+                "base_url carries credentials (user:password@) and the upstream also sends an Authorization "
+                "header (api_key_env or headers.Authorization): an HTTP request has one; keep one of them"
+            )
         return self
+
+    def _sends_authorization(self) -> bool:
+        return bool(self.api_key_env) or any(name.lower() == "authorization" for name in self.headers)
+
+    def url_password(self) -> str | None:
+        """The password inside ``base_url`` (``http://user:password@host``), a secret to mask."""
+        try:
+            return urlsplit(self.base_url or "").password
+        except ValueError:
+            return None
 
     def api_key(self) -> str | None:
         """The key from the environment, or ``None`` when unset (fine for local servers)."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+def _has_credentials(url: str) -> bool:
+    try:
+        return urlsplit(url).username is not None
+    except ValueError:
+        return False
+
+
+def masked_url(url: str) -> str:
+    """``url`` with the password of any ``user:password@`` replaced by ``***`` (for printing)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
 
 
 # The formats constraint.py builds a grammar for (kept here so the rules need not import it).
@@ -456,7 +490,7 @@ def describe(rules: RuleSet) -> str:
     rows = [("match", "tool mode", "upstream", "provider", "upstream model")]
     for rule in rules.models:
         up = rules.upstreams[rule.upstream]
-        where = up.base_url or up.provider
+        where = masked_url(up.base_url) if up.base_url else up.provider
         rows.append(
             (
                 rule.match,
