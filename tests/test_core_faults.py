@@ -272,3 +272,11 @@ def test_first_token_timeout_is_validated_like_every_rule_option(tmp_path: Path)
         load_rules(path)
     path = write_rules(tmp_path, "http://127.0.0.1:1/v1", rule("native", first_token_timeout=2.5))
     assert load_rules(path).models[0].first_token_timeout == 2.5
+
+
+def test_first_token_timeout_is_on_by_default_and_null_turns_it_off(tmp_path: Path) -> None:
+    """600 s unless a rule says otherwise (docs/configuration.md says why); ``null`` is the way to say off."""
+    models = [*rule("native"), {"match": "b", "upstream": "up", "first_token_timeout": None}]
+    rules = load_rules(write_rules(tmp_path, "http://127.0.0.1:1/v1", models))
+    assert rules.models[0].first_token_timeout == 600.0
+    assert rules.models[1].first_token_timeout is None

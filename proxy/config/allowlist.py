@@ -7,6 +7,12 @@ sees it. This is what keeps a client from steering the call: litellm reads ``api
 ``base_url``, ``api_key`` and ``extra_headers`` from its keyword arguments, so a forwarded body
 field of that name would send the operator's key to a host of the client's choosing.
 
+The pass-through routes (``/v1/completions``, ``/v1/embeddings``, ..., and ``/v1/responses`` under
+``responses_passthrough``) work the same way, each with the fields its endpoint defines
+(``PASSTHROUGH_FIELDS``) plus the same ``extra_body_fields``: local servers execute extensions a
+client could otherwise send (``chat_template`` is a Jinja template, ``prompt_embeds`` raw tensors,
+``guided_regex`` a pattern compiled on the server).
+
 Destination, credentials and headers come only from the rules; no extension may name them.
 """
 
@@ -60,6 +66,104 @@ CHAT_FIELDS: frozenset[str] = frozenset(
     }
 )
 
+# The request fields of each pass-through endpoint (the path below /v1), as OpenAI's API reference
+# defines them; rerank and score as vLLM serves them (Cohere / Jina-style rerank, vLLM's score).
+PASSTHROUGH_FIELDS: dict[str, frozenset[str]] = {
+    "/completions": frozenset(
+        {
+            "model",
+            "prompt",
+            "best_of",
+            "echo",
+            "frequency_penalty",
+            "logit_bias",
+            "logprobs",
+            "max_tokens",
+            "n",
+            "presence_penalty",
+            "seed",
+            "stop",
+            "stream",
+            "stream_options",
+            "suffix",
+            "temperature",
+            "top_p",
+            "user",
+        }
+    ),
+    "/embeddings": frozenset({"model", "input", "dimensions", "encoding_format", "user"}),
+    "/moderations": frozenset({"model", "input"}),
+    "/rerank": frozenset(
+        {
+            "model",
+            "query",
+            "documents",
+            "top_n",
+            "return_documents",
+            "rank_fields",
+            "max_chunks_per_doc",
+            "max_tokens_per_doc",
+            "truncate_prompt_tokens",
+        }
+    ),
+    "/score": frozenset(
+        {"model", "text_1", "text_2", "data_1", "data_2", "queries", "documents", "truncate_prompt_tokens"}
+    ),
+    "/audio/speech": frozenset(
+        {"model", "input", "voice", "instructions", "response_format", "speed", "stream_format"}
+    ),
+    "/images/generations": frozenset(
+        {
+            "model",
+            "prompt",
+            "background",
+            "moderation",
+            "n",
+            "output_compression",
+            "output_format",
+            "partial_images",
+            "quality",
+            "response_format",
+            "size",
+            "stream",
+            "style",
+            "user",
+        }
+    ),
+    "/responses": frozenset(
+        {
+            "model",
+            "input",
+            "instructions",
+            "background",
+            "conversation",
+            "include",
+            "max_output_tokens",
+            "max_tool_calls",
+            "metadata",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "prompt",
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "reasoning",
+            "safety_identifier",
+            "service_tier",
+            "store",
+            "stream",
+            "stream_options",
+            "temperature",
+            "text",
+            "tool_choice",
+            "tools",
+            "top_logprobs",
+            "top_p",
+            "truncation",
+            "user",
+        }
+    ),
+}
+
 # Names that choose where a call goes or what credentials it carries (litellm's keyword arguments
 # among them), or that would smuggle arbitrary fields past the allowlist.
 FORBIDDEN_FIELDS: frozenset[str] = frozenset(
@@ -109,6 +213,12 @@ def forbidden_extension(name: str) -> bool:
 def allowed_fields(extra: Iterable[str] = ()) -> frozenset[str]:
     """The chat fields plus an operator's extension (validated by the rules loader)."""
     return CHAT_FIELDS | frozenset(extra)
+
+
+def passthrough_fields(path: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The fields a pass-through ``path`` (below /v1) forwards: its endpoint's plus the operator's
+    ``extra_body_fields``. A path without a list forwards only ``model`` and the extension."""
+    return PASSTHROUGH_FIELDS.get(path, frozenset({"model"})) | frozenset(extra)
 
 
 @dataclass(frozen=True, slots=True)

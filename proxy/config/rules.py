@@ -106,15 +106,56 @@ class UpstreamConfig(_Strict):
             raise ValueError("base_url is required for provider 'openai'")
         if self.base_url and not self.base_url.startswith(("http://", "https://")):
             raise ValueError("base_url must start with http:// or https://")
+        if self.base_url and _has_credentials(self.base_url) and self._sends_authorization():
+            raise ValueError(
+                "base_url carries credentials (user:password@) and the upstream also sends an Authorization "
+                "header (api_key_env or headers.Authorization): an HTTP request has one; keep one of them"
+            )
         return self
+
+    def _sends_authorization(self) -> bool:
+        return bool(self.api_key_env) or any(name.lower() == "authorization" for name in self.headers)
+
+    def url_password(self) -> str | None:
+        """The password inside ``base_url`` (``http://user:password@host``), a secret to mask."""
+        try:
+            return urlsplit(self.base_url or "").password
+        except ValueError:
+            return None
 
     def api_key(self) -> str | None:
         """The key from the environment, or ``None`` when unset (fine for local servers)."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+def _has_credentials(url: str) -> bool:
+    try:
+        return urlsplit(url).username is not None
+    except ValueError:
+        return False
+
+
+def masked_url(url: str) -> str:
+    """``url`` with the password of any ``user:password@`` replaced by ``***`` (for printing)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
 # The formats constraint.py builds a grammar for (kept here so the rules need not import it).
 CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes", "pythonic"})
+
+# The default first_token_timeout: twice the default read_timeout. A server that sends nothing until
+# its first token (llama.cpp, vLLM during prefill) is already cut by read_timeout (300 s idle), so this
+# never ends a wait sooner than the default read_timeout would; it ends a stream that stays alive without
+# a token, which read_timeout never does. A slow CPU prefill of a long prompt can take many minutes:
+# raise both there, or set first_token_timeout to null.
+FIRST_TOKEN_TIMEOUT = 600.0
 
 # Calls per emulated turn when the client sends ``parallel_tool_calls: true`` and the rule names no
 # ``max_tool_calls``: enough for the parallel questions of function-calling benchmarks (2-4 calls).
@@ -166,8 +207,10 @@ class ModelRule(_Strict):
     tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
-    # seconds from the request until the upstream's first token (None: only read_timeout bounds the wait)
-    first_token_timeout: float | None = Field(None, gt=0)
+    # seconds from the request until the upstream's first token; null turns it off (then only read_timeout,
+    # the idle time between bytes, bounds the wait). On by default (FIRST_TOKEN_TIMEOUT) for a server that
+    # keeps the stream alive (SSE comments, a role chunk, empty deltas) but never produces a token
+    first_token_timeout: float | None = Field(FIRST_TOKEN_TIMEOUT, gt=0)
     # the Responses API: send /v1/responses as it is (model renamed) to an upstream that has its own
     responses_passthrough: bool = False
     # tools that are not functions (web_search, namespace, custom, ...): a 400 naming the type, or left out
@@ -236,18 +279,32 @@ class Resolved:
         return self.rule.upstream_model or requested
 
 
+# The longest model name a request may send (a 400 past it, before any lookup; see handlers). Real
+# names (``hf.co/org/model-GGUF:Q4_K_M``, ``accounts/x/models/y``) stay far below it; a name is
+# client text that resolution caches remember, so its size is bounded as well as their count.
+MAX_MODEL_NAME_CHARS = 256
+RESOLVE_CACHE_SIZE = 4096  # names remembered (least recently used go first): at most ~1 MiB of names
+
+
 class RuleSet:
-    """Validated rules with first-match-wins resolution, cached per model name."""
+    """Validated rules with first-match-wins resolution, cached per model name (bounded: count and size)."""
 
     def __init__(self, upstreams: dict[str, UpstreamConfig], models: list[ModelRule], sources: list[Path]) -> None:
         self.upstreams = upstreams
         self.models = models
         self.sources = sources
-        self._resolve_cached = lru_cache(maxsize=4096)(self._resolve)
+        self._resolve_cached = lru_cache(maxsize=RESOLVE_CACHE_SIZE)(self._resolve)
 
     def resolve(self, model: str) -> Resolved | None:
-        """The first rule whose glob matches ``model``; ``None`` when none does."""
+        """The first rule whose glob matches ``model``; ``None`` when none does. A name longer than
+        ``MAX_MODEL_NAME_CHARS`` is matched but not remembered."""
+        if len(model) > MAX_MODEL_NAME_CHARS:
+            return self._resolve(model)
         return self._resolve_cached(model)
+
+    def cache_size(self) -> int:
+        """Names the resolution cache holds now (for tests and the curious)."""
+        return self._resolve_cached.cache_info().currsize
 
     def _resolve(self, model: str) -> Resolved | None:
         for rule in self.models:
@@ -433,7 +490,7 @@ def describe(rules: RuleSet) -> str:
     rows = [("match", "tool mode", "upstream", "provider", "upstream model")]
     for rule in rules.models:
         up = rules.upstreams[rule.upstream]
-        where = up.base_url or up.provider
+        where = masked_url(up.base_url) if up.base_url else up.provider
         rows.append(
             (
                 rule.match,

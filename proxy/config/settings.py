@@ -111,11 +111,19 @@ class Settings(BaseModel):
         )
 
 
-@lru_cache(maxsize=512)
 def is_loopback(host: str) -> bool:
     """``127.0.0.0/8``, ``::1`` and ``localhost``; anything else (``0.0.0.0`` included) is not.
 
-    Asked for every request's ``Host``: cached (bounded), as parsing an address is not free."""
+    Asked for every request's ``Host``: cached (512 names of at most 255 characters, the longest
+    DNS name: a longer one is no loopback name and is not remembered), as parsing is not free."""
+    return len(host) <= _MAX_HOST_CHARS and _is_loopback(host)
+
+
+_MAX_HOST_CHARS = 255
+
+
+@lru_cache(maxsize=512)
+def _is_loopback(host: str) -> bool:
     if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
         return True
     try:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 _MAX_KINDS = 256  # kinds remembered; beyond that the memory starts over (bounded, whatever comes)
+_MAX_KIND_CHARS = 200  # of each kind's text: messages alike in their first 200 characters are one kind
 
 
 class LogThrottle:
@@ -28,6 +29,7 @@ class LogThrottle:
 
     def admit(self, kind: str) -> int | None:
         """``None``: hold this record back. Else let it through; the number is how many were held back."""
+        kind = kind[:_MAX_KIND_CHARS]  # a message may quote request text: the key stays small
         now = self._clock()
         last = self._kinds.get(kind)
         if last is not None and now - last[0] < self.interval:

@@ -22,7 +22,8 @@ from ..chat import modes
 from ..chat.limits import RequestLimits, check_body, check_chat, check_responses
 from ..chat.policies import apply_policies
 from ..chat.turn import ChatTurn
-from ..config.rules import Resolved
+from ..config.allowlist import chat_body, passthrough_fields
+from ..config.rules import MAX_MODEL_NAME_CHARS, Resolved
 from ..observe.context import RequestInfo
 from ..observe.redact import REDACTOR
 from ..upstream.openai_http import relay_headers
@@ -67,10 +68,23 @@ SSE_HEADERS = {
 }
 
 
+# Content types that say the body is a form, not JSON: refused (415) on every route, which all take
+# JSON. Any other type (or none) is read as JSON: clients send ``text/plain`` and
+# ``application/octet-stream`` with JSON inside, and the parser judges the bytes either way.
+FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
 async def read_json(request: web.Request) -> Any:
-    """The JSON body, or a 400 / 413 / 415 in OpenAI's shape. A compressed body is refused unread:
-    a small gzip body can inflate to gigabytes (the server does not decompress, see ``start_site``)."""
+    """The JSON body, or a 400 / 413 / 415 in OpenAI's shape. A form body is refused unread (above); so
+    is a compressed one: a small gzip body can inflate to gigabytes (the server does not decompress,
+    see ``start_site``)."""
     settings = request.app[SETTINGS]
+    if request.content_type in FORM_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type '{request.content_type}' is not accepted: send the body as JSON with "
+            "'Content-Type: application/json' (curl: -H 'Content-Type: application/json').",
+            code="unsupported_media_type",
+        )
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in ("", "identity"):
         raise UnsupportedMediaType(
@@ -99,9 +113,18 @@ async def read_json(request: web.Request) -> Any:
 
 
 def resolve_model(request: web.Request, model: str) -> Resolved:
-    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for)."""
+    """The rule for ``model``, noted on the request (the label and, for the log, the name asked for).
+
+    A name longer than ``MAX_MODEL_NAME_CHARS`` is a 400 before any lookup: no cache keyed by names
+    (resolution, ``tool_mode: auto`` memory) ever holds client text of any length."""
     info = request_info(request)
     info.requested_model = model[:100]
+    if len(model) > MAX_MODEL_NAME_CHARS:
+        raise InvalidRequest(
+            f"The model name is {len(model)} characters long; the limit is {MAX_MODEL_NAME_CHARS}.",
+            param="model",
+            code="model_name_too_long",
+        )
     rules = request.app[STATE].runtime.rules
     resolved = rules.resolve(model)
     if resolved is None:
@@ -298,12 +321,15 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
 
 
 async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, model: str) -> web.StreamResponse:
-    """Send the body as it is (model renamed) to the same path on the model's upstream; relay the answer."""
+    """Send the body's allowlisted fields (the endpoint's and the upstream's ``extra_body_fields``;
+    model renamed) to the same path on the model's upstream; relay the answer and its safe headers."""
     info = request_info(request)
-    upstream = request.app[STATE].runtime.upstreams[resolved.upstream_name]
+    runtime = request.app[STATE].runtime
+    upstream = runtime.upstreams[resolved.upstream_name]
     info.upstream = upstream.name
-    body = dumps({**raw, "model": resolved.upstream_model(model)})
     path = request.path.removeprefix("/v1")
+    fields = passthrough_fields(path, runtime.rules.upstreams[resolved.upstream_name].extra_body_fields)
+    body = dumps({**chat_body(raw, fields), "model": resolved.upstream_model(model)})
     upstream_resp = await upstream.forward(request.method, path, body, "application/json")
     try:
         response = web.StreamResponse(status=upstream_resp.status, headers=relay_headers(upstream_resp))

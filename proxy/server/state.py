@@ -70,11 +70,13 @@ def build_runtime(
 
 
 def configured_secrets(rules: RuleSet, settings: Settings) -> list[str | None]:
-    """Every secret the operator configured: upstream keys and header values, client and admin keys."""
+    """Every secret the operator configured: upstream keys, header values and passwords inside base_urls,
+    client and admin keys."""
     secrets: list[str | None] = [*settings.api_keys, settings.admin_key, settings.redis_url]
     for config in rules.upstreams.values():
         secrets.append(config.api_key())
         secrets.extend(config.headers.values())
+        secrets.append(config.url_password())
     return secrets
 
 

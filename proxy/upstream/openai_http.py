@@ -39,6 +39,7 @@ from ..wire.errors import (
     stream_error,
     upstream_http_error,
 )
+from ..wire.headers import relayable
 from ..wire.jsoncodec import dumps
 from ..wire.sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
 from .base import Observer, UpstreamStream, report
@@ -54,20 +55,6 @@ _FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
 _ERROR_BODY_BYTES = 64 * 1024  # what is read of an upstream error body (its message is cut to 2,000 characters)
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "content-length",
-        "content-encoding",
-        "upgrade",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-    }
-)
 
 
 def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> Exception:
@@ -399,5 +386,5 @@ def _too_large(name: str, limit: int) -> UpstreamProtocolError:
 
 
 def relay_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
-    """The upstream response headers worth passing to the client (no hop-by-hop ones)."""
-    return {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BY_HOP}
+    """The upstream response headers a client may see (``wire.headers``: no cookies, CORS or hop-by-hop)."""
+    return relayable(resp.headers.items())
