@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import aiohttp
 import openai
+import pytest
 
 from tests.fakes import FakeUpstream, Reply, sse
 
@@ -133,3 +136,57 @@ async def test_passthrough_needs_a_known_model(start_proxy: Any, fake_upstream: 
         ) as resp:
             assert resp.status == 400
     assert fake_upstream.requests == []
+
+
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [dict(r.fields) for r in caplog.records if r.name == "toolshim.access"]
+
+
+async def test_an_upstream_that_stalls_mid_body_ends_the_stream_with_an_error_event(
+    start_proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The headers went out: no HTTP error can follow, so the stream ends with an error event that says
+    what happened (a read timeout), and the answer is logged as the upstream's failure, status 200."""
+    pieces = [sse(completion_text(t)) for t in ("Once", " upon")] + [sse("[DONE]")]
+    fake_upstream.script(Reply(pieces=pieces, stall=(1, 3.0)))
+    proxy = await start_proxy(models=MODELS, upstream_extra={"read_timeout": 0.5})
+    body = {"model": "llama-3", "prompt": "Tell", "stream": True}
+    with caplog.at_level(logging.INFO):
+        async with aiohttp.ClientSession() as session, session.post(proxy.base_url + "/completions", json=body) as r:
+            assert r.status == 200
+            text = (await r.read()).decode()
+    assert text.startswith(pieces[0]) and "[DONE]" not in text
+    event = json.loads(text.removeprefix(pieces[0]).removeprefix("data: ").strip())
+    assert event["error"]["code"] == "upstream_timeout" and event["error"]["type"] == "upstream_error"
+    (line,) = access_lines(caplog)
+    assert line["status"] == 200 and line["error_code"] == "upstream_timeout"
+
+
+async def test_a_client_that_hangs_up_mid_relay_is_no_upstream_failure(
+    start_proxy: Any, fake_upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client gone mid-body is the client's doing: answered 499 when aiohttp cancels the handler, or
+    ``client_closed`` when a write finds the connection closed first; never a 502 or an upstream error
+    in the log, and the upstream is released."""
+    pieces = [sse(completion_text(f" {n}")) for n in range(40)] + [sse("[DONE]")]
+    fake_upstream.script(Reply(pieces=pieces, delay=0.05))
+    proxy = await start_proxy(models=MODELS)
+    body = {"model": "llama-3", "prompt": "Count", "stream": True}
+    with caplog.at_level(logging.INFO):
+        async with aiohttp.ClientSession() as session:
+            resp = await session.post(proxy.base_url + "/completions", json=body)
+            assert resp.status == 200
+            await resp.content.readany()
+            resp.close()  # hang up mid-stream
+        for _ in range(100):
+            if access_lines(caplog):
+                break
+            await asyncio.sleep(0.05)
+    (line,) = access_lines(caplog)
+    assert line["status"] == 499 or (line["status"] == 200 and line["error_code"] == "client_closed"), line
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("toolshim")]
+    for _ in range(100):
+        if fake_upstream.disconnected == [True]:
+            break
+        await asyncio.sleep(0.05)
+    assert fake_upstream.disconnected == [True] and fake_upstream.pieces_sent[0] < len(pieces)

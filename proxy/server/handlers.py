@@ -37,6 +37,8 @@ from ..wire.errors import (
     ShuttingDown,
     Unauthorized,
     UnsupportedMediaType,
+    UpstreamDisconnected,
+    UpstreamTimeout,
     render_error,
 )
 from ..wire.jsoncodec import dumps
@@ -330,35 +332,67 @@ async def relay(request: web.Request, raw: dict[str, Any], resolved: Resolved, m
     path = request.path.removeprefix("/v1")
     fields = passthrough_fields(path, runtime.rules.upstreams[resolved.upstream_name].extra_body_fields)
     body = dumps({**chat_body(raw, fields), "model": resolved.upstream_model(model)})
-    upstream_resp = await upstream.forward(request.method, path, body, "application/json")
+    upstream_resp = await upstream.forward(request.method, path, body, "application/json")  # errors: HTTP errors
     try:
         response = web.StreamResponse(status=upstream_resp.status, headers=relay_headers(upstream_resp))
         response.headers["X-Request-Id"] = info.request_id
-        await response.prepare(request)
         try:
-            async for piece in upstream_resp.content.iter_any():
-                await response.write(piece)
-        except asyncio.CancelledError:
-            if not was_cut(request):
-                raise
-            await _end_cut_relay(request, response)
+            await response.prepare(request)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            info.error_code = "client_closed"
+            return response
+        await _relay_body(request, upstream_resp, response)
         return response
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise ProxyError(
-            f"upstream failed while relaying: {type(exc).__name__}",
-            status=502,
-            type="upstream_error",
-            code="upstream_unreachable",
-        ) from None
     finally:
         upstream_resp.release()
 
 
-async def _end_cut_relay(request: web.Request, response: web.StreamResponse) -> None:
-    """End a relayed answer the drain cut: an error event for SSE; any other body is left
-    incomplete (the connection is dropped), so the client cannot take it for a whole one."""
+async def _relay_body(
+    request: web.Request, upstream_resp: aiohttp.ClientResponse, response: web.StreamResponse
+) -> None:
+    """Copy the upstream's body once the client has the headers; errors by phase from here on.
+
+    No HTTP error can be sent any more: an upstream that fails mid-body ends the answer as
+    ``_end_relay`` does (an error event for SSE, a dropped connection otherwise), labelled as the
+    upstream's failure; a client that hangs up is ``client_closed``, never an upstream failure."""
+    info = request_info(request)
+    pieces = upstream_resp.content.iter_any()
+    try:
+        while True:
+            try:
+                piece = await anext(pieces, None)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                await _end_relay(request, response, _relay_failure(exc))
+                return
+            if piece is None:
+                return
+            try:
+                await response.write(piece)
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                info.error_code = "client_closed"
+                return
+    except asyncio.CancelledError:
+        if not was_cut(request):
+            raise  # the client went away
+        await _end_relay(request, response, ShuttingDown())
+
+
+def _relay_failure(exc: BaseException) -> ProxyError:
+    """What an upstream's failure while its body was relayed was, for the log, the metrics and an error event."""
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeout("The upstream stopped sending its answer (read timeout).")
+    return UpstreamDisconnected(f"The upstream dropped the connection mid-answer ({type(exc).__name__}).")
+
+
+async def _end_relay(request: web.Request, response: web.StreamResponse, error: ProxyError) -> None:
+    """End a relayed answer that cannot finish (the drain cut it, the upstream failed): an error event
+    for SSE; any other body is left incomplete (the connection is dropped), so the client cannot take
+    it for a whole one."""
+    view = render_error(error)
+    request_info(request).error_code = view.label
+    log.warning("relayed answer ended early: %s", view.error.message)
     if response.content_type == "text/event-stream":
-        await _write_quietly(response, encode_json(render_error(ShuttingDown()).body))
+        await _write_quietly(response, encode_json(view.body))
     elif request.transport is not None:
         request.transport.abort()
 
