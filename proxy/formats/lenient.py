@@ -85,6 +85,7 @@ from .base import (
 )
 
 __all__ = ["BLOCK_CAP", "HOLD_CAP", "LenientParser", "new_parser"]
+_TOOL_CALL, _TOOL_CALL_END = "<tool_call>", "</tool_call>"
 
 
 class LenientParser:
@@ -166,7 +167,7 @@ class LenientParser:
         A call the wrapped parser started is rescued only as one call, and only when no argument text of
         it was relayed (fragments only ever append)."""
         index = self._index.get(event.index) if event.index is not None else None
-        calls = rescue(event.raw, self._tools)
+        calls = rescue(event.raw, self._tools, closed="truncated" not in event.reason)
         started = event.index is not None
         if calls is None or (started and (len(calls) != 1 or event.index in self._streamed)):
             self._out.push(replace(event, index=index))
@@ -182,8 +183,13 @@ class LenientParser:
             index = None
 
 
-def rescue(raw: str, tools: Sequence[ToolSpec]) -> list[ToolCallEnd] | None:
-    """The calls foreign recognition reads in ``raw`` when it is nothing but whole calls (blanks aside), or None."""
+def rescue(raw: str, tools: Sequence[ToolSpec], closed: bool = False) -> list[ToolCallEnd] | None:
+    """The calls foreign recognition reads in ``raw`` when it is nothing but whole calls (blanks aside), or None.
+
+    ``closed``: the block was complete, its ``</tool_call>`` left out of ``raw`` (hermes' Malformed): it is
+    put back, as a GLM block ends only there."""
+    if closed and raw.startswith(_TOOL_CALL) and not raw.rstrip().endswith(_TOOL_CALL_END):
+        raw += _TOOL_CALL_END
     out = EventBuffer()
     foreign = ForeignCalls(CallSlots(tools, len(raw) + 1, out), out)
     foreign.feed(raw)
