@@ -14,6 +14,10 @@ of the common foreign syntaxes (all other events pass through, renumbered)::
     <tool_call><function=get_weather><parameter=city>Paris</parameter></function></tool_call>   (qwen3_xml,
                                                                       the wrapper optional)
     <get_weather><city>Paris</city></get_weather>                     (morph_xml: an offered tool's name)
+    <BAR tool_calls_begin BAR>...   <|tool_calls_section_begin|>...   (DeepSeek V3/V3.1, Kimi K2: _foreign_tokens)
+    <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>   (GLM-4.5)
+    <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}<|call|>   (gpt-oss harmony)
+    [TOOL_REQUEST]{"name": ...}[END_TOOL_REQUEST]                     (LM Studio)
 
 ``parameters`` is read as ``arguments``; arguments may be an object or a JSON string. Only names of the
 request's tools count: JSON that names none, a fence holding other JSON, a wrapper around prose, all stay
