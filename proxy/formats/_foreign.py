@@ -9,35 +9,54 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots, truncated
 from ._foreign_open import (
     BLANKS,
     BLOCK_CAP,
+    END_TOOL_REQUEST,
     FENCE,
     FUNCTION_CLOSE,
     FUNCTION_PARTIAL,
     FUNCTION_TAG,
     GAP,
     GAP_CAP,
+    HARMONY_CALL,
+    HARMONY_HEAD,
+    HARMONY_MESSAGE,
+    HARMONY_OPENERS,
     HOLD_CAP,
     INLINE_GAP,
     MISTRAL,
     MISTRAL_NAME,
     OPENER_WINDOW,
     TAGS,
+    TOOL_REQUEST,
     TRIGGER,
     Group,
     fence_start,
 )
 from ._foreign_scan import Call, ValueScanner, read_calls, unknown_call
+from ._foreign_tokens import GLM_END, OPENERS, STYLES, decode_glm, decode_token_call, glm_head
 from ._foreign_xml import FUNCTION, QWEN3_ENDS, TOOL_CALL_END, decode, morph_body, morph_partial, morph_tag, partial
 from ._foreign_xml import qwen3_body as qwen3_head
 from ._text import EventBuffer, find_first, partial_marker_len
 from .base import (
     FinishReason,
     Text,
+    ToolSpec,
 )
+
+_OPENERS = (*TAGS, *OPENERS, *HARMONY_OPENERS)  # what a held ``<`` may still become
+
+
+def _decode(kind: str, block: str, tools: list[ToolSpec]) -> list[tuple[str, Any]] | None:
+    """The calls of a complete (or cut) held block of ``kind``."""
+    style = STYLES.get(kind)
+    if style is not None:
+        return decode_token_call(style, block, tools)
+    return decode_glm(block, tools) if kind == "glm" else decode(kind, block, tools)
 
 
 class _State(IntEnum):
@@ -67,7 +86,7 @@ class ForeignCalls:
         self._blank_line = True  # only blanks were released since the last newline
         self._held = 0  # characters of the XML block held so far
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
-        self._tag_seconds = frozenset("tfjr|").union(name[:1] for name in calls.tools.tools)
+        self._tag_seconds = frozenset("tfjr|\uff5c").union(name[:1] for name in calls.tools.tools)
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.FENCE: self._step_fence,
@@ -234,7 +253,10 @@ class ForeignCalls:
     def _open_bracket(self, s: str, p: int) -> bool | None:
         if s.startswith(MISTRAL, p):
             return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
-        if partial(s, p, (MISTRAL,)):
+        if s.startswith(TOOL_REQUEST, p):
+            group = Group("tool_request", closer=END_TOOL_REQUEST, wrapped=True)
+            return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
+        if partial(s, p, (MISTRAL, TOOL_REQUEST)):
             return None
         k = BLANKS.match(s, p + 1).end()  # type: ignore[union-attr]
         if k - p > GAP_CAP:
@@ -246,6 +268,15 @@ class ForeignCalls:
     def _open_tag(self, s: str, p: int) -> bool | None:
         if p + 1 < len(s) and s[p + 1] not in self._tag_seconds:
             return False
+        for opener, style in OPENERS.items():  # DeepSeek, Kimi: held to the call's end
+            if s.startswith(opener, p):
+                group = Group(style.kind, opener=opener, closer=style.section_end, wrapped=True)
+                group.ends, group.again = (style.call_end, style.section_end), style.call_begin
+                self._group = group
+                self._parts, self._held, self._i, self._state = [opener], len(opener), p + len(opener), _State.XML
+                return True
+        if s.startswith(HARMONY_OPENERS, p):
+            return self._open_harmony(s, p)
         for tag, closer in TAGS.items():
             if s.startswith(tag, p):
                 group = Group(tag.strip("<>|"), closer=closer, wrapped=True)
@@ -264,9 +295,21 @@ class ForeignCalls:
             self._finish_xml(s[p : morph[1]])
             return True
         at_end = len(s) - p < OPENER_WINDOW
-        if at_end and (FUNCTION_PARTIAL.match(s, p) or any(t.startswith(s[p:]) for t in TAGS)):
+        if at_end and (FUNCTION_PARTIAL.match(s, p) or any(t.startswith(s[p:]) for t in _OPENERS)):
             return None
         return None if at_end and morph_partial(s, p, tools) else False
+
+    def _open_harmony(self, s: str, p: int) -> bool | None:
+        """A gpt-oss harmony header: a call when it names a recipient; its JSON message is the arguments."""
+        end = s.find(HARMONY_MESSAGE, p, p + OPENER_WINDOW)
+        if end < 0:
+            return None if len(s) - p < OPENER_WINDOW else False
+        m = HARMONY_HEAD.fullmatch(s, p, end + len(HARMONY_MESSAGE))
+        name = m.group(1) or m.group(2) if m is not None else None
+        if not name:
+            return False
+        group = Group("harmony", closer=HARMONY_CALL, wrapped=True, name=name)
+        return self._begin(group, p, end + len(HARMONY_MESSAGE), head=True)
 
     def _open_fence(self, s: str, p: int) -> bool | None:
         window = s[p : p + OPENER_WINDOW]
@@ -317,7 +360,7 @@ class ForeignCalls:
             return self._not_a_call(k)
         if k == len(s):
             return False
-        if group.kind == "mistral" and group.name is None and s[k] not in "{[":
+        if group.kind in ("mistral", "tool_request") and group.name is None and s[k] not in "{[":
             m = MISTRAL_NAME.match(s, k)
             if m is None or self._too_long(m.end()):
                 return self._not_a_call(k)
@@ -349,12 +392,18 @@ class ForeignCalls:
             verdict = qwen3_head(s, k)
             if verdict:
                 group.kind, group.ends, group.closer, group.name = "qwen3_xml", QWEN3_ENDS, None, None
+                group.again = FUNCTION
             return verdict
         if group.kind == "tool_call" and s[k] == "<":
             if s.startswith(FUNCTION, k):
-                group.kind, group.ends, group.closer = "qwen3_xml", QWEN3_ENDS, TOOL_CALL_END
+                group.kind, group.ends, group.closer, group.again = "qwen3_xml", QWEN3_ENDS, TOOL_CALL_END, FUNCTION
                 return True
             return None if partial(s, k, (FUNCTION,)) else False
+        if group.kind == "tool_call" and (s[k].isalpha() or s[k] == "_"):  # GLM: a bare name, then <arg_key>
+            verdict = glm_head(s, k)
+            if verdict:
+                group.kind, group.ends, group.closer = "glm", (GLM_END,), None
+            return verdict
         return False
 
     def _step_xml(self) -> bool:
@@ -385,7 +434,7 @@ class ForeignCalls:
         group = self._group
         assert group is not None
         self._parts, group.opener, self._state = [], "", _State.AFTER
-        calls = decode(group.kind, block, list(self._calls.tools.tools.values()))
+        calls = _decode(group.kind, block, list(self._calls.tools.tools.values()))
         if calls is None:
             self._calls.fail(block, f"no usable call in {group.kind} block")
             return
@@ -533,11 +582,11 @@ class ForeignCalls:
             return False
         if s[k] == "[" and partial(s, k, (MISTRAL,)):
             return False
-        if group.kind == "qwen3_xml" and s[k] == "<":  # another function in the same wrapper
-            if s.startswith(FUNCTION, k):
+        if group.again and s[k] == "<":  # another function in the same wrapper / section
+            if s.startswith(group.again, k):
                 self._parts, self._held, self._i, self._state = [], 0, k, _State.XML
                 return True
-            if partial(s, k, (FUNCTION,)):
+            if partial(s, k, (group.again,)):
                 return False
         closer = group.closer
         if closer is not None:

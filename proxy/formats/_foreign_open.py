@@ -14,6 +14,16 @@ BLOCK_CAP = 1 << 26  # a call-shaped value (64 MiB) longer than this is released
 OPENER_WINDOW = 128  # enough to decide an opener: a fence line, a tag, [TOOL_CALLS]name[ARGS]
 GAP_CAP = 64
 MISTRAL = "[TOOL_CALLS]"
+TOOL_REQUEST, END_TOOL_REQUEST = "[TOOL_REQUEST]", "[END_TOOL_REQUEST]"  # LM Studio's default
+HARMONY_OPENERS = ("<|start|>", "<|channel|>")
+HARMONY_MESSAGE = "<|message|>"
+HARMONY_CALL = "<|call|>"
+# A gpt-oss harmony header up to its message: a call when it names a recipient (to=functions.NAME).
+HARMONY_HEAD = re.compile(
+    r"(?:<\|start\|>[ \t]*assistant)?[ \t]*(?:to=(?:functions\.)?([\w.-]{1,64}))?[ \t]*"
+    r"(?:<\|channel\|>[ \t]*\w*)?[ \t]*(?:to=(?:functions\.)?([\w.-]{1,64}))?[ \t]*"
+    r"(?:<\|constrain\|>)?[ \t]*(?:json)?[ \t\r\n]*<\|message\|>"
+)
 TAGS: dict[str, str | None] = {
     "<tool_call>": "</tool_call>",
     "<tool_calls>": "</tool_calls>",
@@ -64,3 +74,4 @@ class Group:
     inline: bool = False  # a bare value after prose on its line: a call only if its line ends after it
     tag: str = ""  # morph_xml: the tool name the element is named after
     ends: tuple[str, ...] = ()  # what ends an XML block
+    again: str = ""  # after a block: what starts another block of the same group (qwen3, DeepSeek, Kimi)

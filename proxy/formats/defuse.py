@@ -6,7 +6,9 @@ So before the history is rendered, every call syntax any format (or lenient reco
 accepts is made inert, while staying readable as data:
 
 * call tags (``<tool_call>``, ``<tool:x>``, ``<param:k>``, ``<function=x>``, ``<parameter=k>``,
-  special tokens such as ``<|python_tag|>``) lose their ``<``: ``&lt;tool_call>``; so do tags named
+  special tokens such as ``<|python_tag|>``, Kimi's ``<|tool_call_begin|>``, gpt-oss harmony's
+  ``<|channel|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, GLM's ``<arg_key>``) lose their ``<``:
+  ``&lt;tool_call>``; so do tags named
   after the request's tools (``<get_weather>``: a morph_xml call), when their names are given;
 * lines that start a call in a line-based syntax (ReAct's ``Action:`` and ``Action Input:``,
   caret's ``^^^``) are replaced by ``[a line that looked like a tool call was removed]``: quoted,
@@ -18,7 +20,7 @@ accepts is made inert, while staying readable as data:
   tool names compared as the parser does (case, ``-``/``.``/``_`` aside), other code left as it is;
 * JSON call objects (a ``"name"`` key with an ``"arguments"``/``"parameters"`` key) get the
   argument key renamed (``"arguments_"``): the object reads the same, but is no call;
-* ``[TOOL_CALLS]`` becomes ``[TOOL CALLS]``.
+* ``[TOOL_CALLS]`` becomes ``[TOOL CALLS]``, LM Studio's ``[TOOL_REQUEST]`` ``[TOOL REQUEST]``.
 
 Pure and linear: each pattern is one pass of a regex without nested quantifiers.
 """
@@ -31,7 +33,7 @@ from functools import lru_cache
 
 _TAG = re.compile(
     r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
-    r"tools?>|\|))",
+    r"tools?>|arg_key>|arg_value>|\||\uff5c))",
     re.IGNORECASE,
 )
 _CALL_LINE = re.compile(r"^[ \t]*(?:action(?:[ \t_]*input)?[ \t]*:|\^\^\^)[^\n]*", re.IGNORECASE | re.MULTILINE)
@@ -42,6 +44,7 @@ CALL_LINE_REMOVED = "[a line that looked like a tool call was removed]"
 _NAME_KEY = re.compile(r"""(["'])name\1\s*:""")
 _ARGUMENT_KEY = re.compile(r"""(["'])(arguments|parameters)\1(?=\s*:)""")
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]", re.IGNORECASE)
+_TOOL_REQUEST = re.compile(r"\[(END_)?TOOL_REQUEST(_END)?\]", re.IGNORECASE)
 
 
 @lru_cache(maxsize=64)
@@ -85,4 +88,5 @@ def defuse(text: str, tool_names: Collection[str] = ()) -> str:
     text = _LINE_KEYWORD.sub(r"\1> ", text)
     if _NAME_KEY.search(text):
         text = _ARGUMENT_KEY.sub(r"\1\2_\1", text)
+    text = _TOOL_REQUEST.sub(lambda m: m.group(0).replace("_", " "), text)
     return _MISTRAL.sub("[TOOL CALLS]", text)

@@ -14,6 +14,10 @@ of the common foreign syntaxes (all other events pass through, renumbered)::
     <tool_call><function=get_weather><parameter=city>Paris</parameter></function></tool_call>   (qwen3_xml,
                                                                       the wrapper optional)
     <get_weather><city>Paris</city></get_weather>                     (morph_xml: an offered tool's name)
+    <BAR tool_calls_begin BAR>...   <|tool_calls_section_begin|>...   (DeepSeek V3/V3.1, Kimi K2: _foreign_tokens)
+    <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>   (GLM-4.5)
+    <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}<|call|>   (gpt-oss harmony)
+    [TOOL_REQUEST]{"name": ...}[END_TOOL_REQUEST]                     (LM Studio)
 
 ``parameters`` is read as ``arguments``; arguments may be an object or a JSON string. Only names of the
 request's tools count: JSON that names none, a fence holding other JSON, a wrapper around prose, all stay
@@ -85,6 +89,7 @@ from .base import (
 )
 
 __all__ = ["BLOCK_CAP", "HOLD_CAP", "LenientParser", "new_parser"]
+_TOOL_CALL, _TOOL_CALL_END = "<tool_call>", "</tool_call>"
 
 
 class LenientParser:
@@ -166,7 +171,7 @@ class LenientParser:
         A call the wrapped parser started is rescued only as one call, and only when no argument text of
         it was relayed (fragments only ever append)."""
         index = self._index.get(event.index) if event.index is not None else None
-        calls = rescue(event.raw, self._tools)
+        calls = rescue(event.raw, self._tools, closed="truncated" not in event.reason)
         started = event.index is not None
         if calls is None or (started and (len(calls) != 1 or event.index in self._streamed)):
             self._out.push(replace(event, index=index))
@@ -182,8 +187,13 @@ class LenientParser:
             index = None
 
 
-def rescue(raw: str, tools: Sequence[ToolSpec]) -> list[ToolCallEnd] | None:
-    """The calls foreign recognition reads in ``raw`` when it is nothing but whole calls (blanks aside), or None."""
+def rescue(raw: str, tools: Sequence[ToolSpec], closed: bool = False) -> list[ToolCallEnd] | None:
+    """The calls foreign recognition reads in ``raw`` when it is nothing but whole calls (blanks aside), or None.
+
+    ``closed``: the block was complete, its ``</tool_call>`` left out of ``raw`` (hermes' Malformed): it is
+    put back, as a GLM block ends only there."""
+    if closed and raw.startswith(_TOOL_CALL) and not raw.rstrip().endswith(_TOOL_CALL_END):
+        raw += _TOOL_CALL_END
     out = EventBuffer()
     foreign = ForeignCalls(CallSlots(tools, len(raw) + 1, out), out)
     foreign.feed(raw)
