@@ -41,6 +41,7 @@ import contextlib
 import datetime
 import fnmatch
 import json
+import logging
 import re
 import statistics
 import subprocess
@@ -59,7 +60,7 @@ if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on th
 
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
 from bench.loop_clients import FRAMEWORKS, LoopContext, LoopEnd  # noqa: E402
-from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Task, Toolbox  # noqa: E402
+from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import LocalModelError  # noqa: E402
 from tests.realmodel.recorder import Exchange, RecordingRelay  # noqa: E402
@@ -349,6 +350,7 @@ class Bench:
     max_rounds: int
     max_tokens: int
     loop_timeout: float
+    request_timeout: float = 300.0
 
 
 async def run_loop(bench: Bench, framework: str, task: Task, repeat: int = 0) -> LoopRecord:
@@ -357,7 +359,7 @@ async def run_loop(bench: Bench, framework: str, task: Task, repeat: int = 0) ->
     bench.upstream_relay.clear()
     box = Toolbox()
     record = LoopRecord(framework, task.name, repeat)
-    ctx = LoopContext(bench.base_url, bench.model, task, box, bench.max_rounds, bench.max_tokens)
+    ctx = LoopContext(bench.base_url, bench.model, task, box, bench.max_rounds, bench.max_tokens, bench.request_timeout)
     end: LoopEnd | None = None
     began = time.monotonic()
     try:
@@ -388,6 +390,25 @@ async def run_loop(bench: Bench, framework: str, task: Task, repeat: int = 0) ->
         record.toolshim_text = sorted(" ".join(run) for run in word_runs(end.answer) & runs)
     judge(record, task, end, box)
     return record
+
+
+def rejudge(path: Path) -> str:
+    """Judge the loops of a results file again with the current checks (no model needed); rewrite it."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    records = [LoopRecord(**raw) for raw in data["loops"]]
+    for record in records:
+        box = Toolbox([Call(c[: c.index("(")], json.loads(c[c.index("(") + 1 : -1])) for c in record.calls])
+        end = None if record.error else LoopEnd(capped=True) if record.kind == "capped" else LoopEnd(record.answer)
+        if end is not None and not end.capped:
+            record.markup = markup_in_answer(end.answer, sorted(TOOLS))
+        record.kind, record.problems = "ok", []
+        judge(record, TASKS_BY_NAME[record.task], end, box)
+    frameworks = list(dict.fromkeys(r.framework for r in records))
+    tasks = [TASKS_BY_NAME[name] for name in dict.fromkeys(r.task for r in records)]
+    data["table"] = tables(records, frameworks, tasks)
+    data["loops"] = [asdict(r) for r in records]
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return str(data["table"])
 
 
 def _summed(values: Iterable[int | None]) -> int | None:
@@ -545,11 +566,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
     parser.add_argument("--max-tokens", type=int, default=256, help="token cap per model turn")
     parser.add_argument("--loop-timeout", type=float, default=480.0, help="seconds one loop may take")
+    parser.add_argument(
+        "--request-timeout", type=float, default=300.0, help="seconds one model request may take (client side)"
+    )
     parser.add_argument("--local-model", choices=("qwen", "smollm"), default="qwen", help="the bundled model served")
     parser.add_argument("--upstream", help="use this OpenAI-compatible server instead (with --upstream-model)")
     parser.add_argument("--upstream-model", help="the model name --upstream serves")
     parser.add_argument("--json", type=Path, default=Path("agent-loops.json"), help="results file (%(default)s)")
     parser.add_argument("--label", help="a name for this configuration in the output")
+    parser.add_argument("--rejudge", type=Path, help="judge a results file again with the current checks, and stop")
     args = parser.parse_args(argv)
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
@@ -561,6 +586,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    # a relay whose client hung up (toolshim cutting a second call) is logged by aiohttp with a traceback
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     frameworks = args.frameworks.split(",")
     tasks = [TASKS_BY_NAME[name] for name in args.tasks.split(",")]
     began = time.monotonic()
@@ -590,6 +617,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 args.max_rounds,
                 args.max_tokens,
                 args.loop_timeout,
+                args.request_timeout,
             )
             records = await run_all(bench, frameworks, tasks, args.repeat, save=args.json)
         finally:
@@ -629,6 +657,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rejudge:
+        print(rejudge(args.rejudge))
+        return 0
     try:
         return asyncio.run(main_async(args))
     except LocalModelError as exc:

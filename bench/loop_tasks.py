@@ -358,6 +358,15 @@ def says_word(*alternatives: str) -> Check:
     return check
 
 
+_NEGATION = re.compile(r"\b(?:not|never|unable|cannot|failed|fail|error|sorry)\b|n't\b", re.I)
+
+
+def not_negated(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer does not say the thing failed ("The appointment was not added to the calendar.")."""
+    found = _NEGATION.search(answer)
+    return [f"answer says it did not work ({found.group()!r})"] if found else []
+
+
 def _arg_text(call: Call) -> str:
     return json.dumps(call.args, ensure_ascii=False).casefold()
 
@@ -437,7 +446,7 @@ TASKS: tuple[Task, ...] = (
         "calendar",
         "Add a dentist appointment to my calendar on 2025-03-14 at 09:30.",
         ("add_event", "list_events"),
-        (event_call, says_word("dentist", "added", "scheduled", "created", "booked", "calendar")),
+        (event_call, says_word("dentist", "added", "scheduled", "created", "booked", "calendar"), not_negated),
         summary="add_event with title, date and time",
     ),
     Task(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from bench.agent_loops import (
     load_rules,
     markup_in_answer,
     parse_args,
+    rejudge,
     tables,
     toolshim_runs,
     usage_tokens,
@@ -91,6 +93,14 @@ def test_distractors_and_tools_for_a_question_that_needs_none_fail() -> None:
     assert TASKS_BY_NAME["order_status"].judge("It has shipped.", box.calls) == ["unrequested cancel_order executed"]
     box = run_calls([("get_weather", {"city": "Paris"})])
     assert TASKS_BY_NAME["no_tool"].judge("A haiku is a short poem.", box.calls) != []
+
+
+def test_a_calendar_answer_that_says_it_failed_fails() -> None:
+    calls, _ = GOOD["calendar"]
+    box = run_calls(calls)
+    problems = TASKS_BY_NAME["calendar"].judge("The dentist appointment was not added to the calendar.", box.calls)
+    assert problems == ["answer says it did not work ('not')"]
+    assert TASKS_BY_NAME["calendar"].judge("I couldn't add it to the calendar.", box.calls) != []
 
 
 def test_the_tools_are_deterministic_and_tolerant() -> None:
@@ -284,3 +294,15 @@ def test_llamaindex_gets_the_tool_schema_as_a_model() -> None:
     schema = _pydantic_model(TOOLS["convert_length"]).model_json_schema()
     assert schema["required"] == ["value", "from_unit", "to_unit"]
     assert schema["properties"]["from_unit"]["enum"] == ["miles", "kilometers"]
+
+
+def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) -> None:
+    calls, _ = GOOD["calendar"]
+    record = LoopRecord("openai", "calendar", 0, kind="ok", correct=True, answer="It was not added to the calendar.")
+    record.calls = [str(call) for call in run_calls(calls).calls]
+    capped = LoopRecord("langgraph", "calendar", 0, kind="capped", calls=record.calls)
+    path = tmp_path / "loops.json"
+    path.write_text(json.dumps({"loops": [asdict(record), asdict(capped)]}))
+    table = rejudge(path)
+    assert "| openai | A |" in table and "| langgraph | C |" in table
+    assert [r["kind"] for r in json.loads(path.read_text())["loops"]] == ["wrong_answer", "capped"]
