@@ -235,19 +235,51 @@ def call_words(tools: Iterable[Mapping[str, Any]]) -> set[str]:
     return words | {"name", "arguments", "parameters"}
 
 
-def toolshim_runs(
-    client: Sequence[Exchange], upstream: Sequence[Exchange], call_words: set[str]
+PARAPHRASE = 0.4  # share of an answer's word trigrams that toolshim alone wrote, for a paraphrase of its text
+
+
+CALL_WORDS = call_words(tool.openai() for tool in TOOLS.values())
+
+
+def texts_sent(client: Sequence[Exchange], upstream: Sequence[Exchange]) -> tuple[list[str], list[str]]:
+    """Distinct texts: every string of the client's requests (its prompts, its tool definitions, the results
+    it sent); every system and user message toolshim sent upstream (its instructions and re-asks among them)."""
+    client_texts = list(dict.fromkeys(s for ex in client for s in strings_in(ex.request)))
+    upstream_texts = list(
+        dict.fromkeys(
+            message_text(m)
+            for ex in upstream
+            for m in ex.request.get("messages") or []
+            if m.get("role") in ("system", "user")
+        )
+    )
+    return client_texts, upstream_texts
+
+
+def toolshim_only(
+    client_texts: Sequence[str], upstream_texts: Sequence[str], words: set[str], size: int
 ) -> set[tuple[str, ...]]:
-    """The 6-word runs toolshim wrote into the system and user messages it sent upstream: in none of
-    the client's requests (its prompts, its tool definitions, the results it sent), not made only of
-    tool and parameter names (a call the model wrote, rendered back into the history)."""
-    sent = set().union(*(word_runs(s) for ex in client for s in strings_in(ex.request)))
-    own: set[tuple[str, ...]] = set()
-    for ex in upstream:
-        for message in ex.request.get("messages") or []:
-            if message.get("role") in ("system", "user"):
-                own |= word_runs(message_text(message))
-    return {run for run in own - sent if not call_words.issuperset(run)}
+    """The ``size``-word runs of what toolshim sent upstream that occur in nothing the client sent, and are
+    not made only of tool and parameter names (a call the model wrote, rendered back into the history)."""
+    sent = set().union(*(word_runs(t, size) for t in client_texts))
+    own = set().union(*(word_runs(t, size) for t in upstream_texts))
+    return {run for run in own - sent if not words.issuperset(run)}
+
+
+def toolshim_text_in(
+    answer: str, client_texts: Sequence[str], upstream_texts: Sequence[str], words: set[str]
+) -> list[str]:
+    """toolshim's own text in the answer: a run of ``ECHO_WORDS`` words of it, or a paraphrase (at least
+    ``PARAPHRASE`` of the answer's word trigrams, and 4, are toolshim's alone: "The calculator did not give
+    a different result when called 3 times in a row." after its repeated-call instruction)."""
+    runs = word_runs(answer) & toolshim_only(client_texts, upstream_texts, words, ECHO_WORDS)
+    if runs:
+        return sorted(" ".join(run) for run in runs)
+    mine = word_runs(answer, 3)
+    shared = mine & toolshim_only(client_texts, upstream_texts, words, 3)
+    if len(shared) >= 4 and len(shared) >= PARAPHRASE * len(mine):
+        return ["paraphrase: " + " / ".join(sorted(" ".join(t) for t in shared))]
+    return []
 
 
 def markup_in_answer(answer: str, tool_names: Sequence[str]) -> list[str]:
@@ -283,6 +315,8 @@ class LoopRecord:
     http_errors: list[str] = field(default_factory=list)
     transcript: list[dict[str, Any]] = field(default_factory=list)
     system_prompt: str = ""
+    client_texts: list[str] = field(default_factory=list)
+    upstream_texts: list[str] = field(default_factory=list)
 
 
 def judge(record: LoopRecord, task: Task, end: LoopEnd | None, box: Toolbox) -> None:
@@ -378,6 +412,7 @@ async def run_loop(bench: Bench, framework: str, task: Task, repeat: int = 0) ->
     record.client_tokens = _summed(usage_tokens(ex) for ex in client)
     record.tokens = _summed(usage_tokens(ex) for ex in upstream) or record.client_tokens
     record.http_errors = [f"{ex.status} {ex.raw[:200].decode(errors='replace')}" for ex in client if ex.status >= 400]
+    record.client_texts, record.upstream_texts = texts_sent(client, upstream)
     record.transcript = transcript(bench.client_relay.exchanges, bench.upstream_relay.exchanges)
     if upstream:
         first = (upstream[0].request.get("messages") or [{}])[0]
@@ -386,8 +421,7 @@ async def run_loop(bench: Bench, framework: str, task: Task, repeat: int = 0) ->
         record.answer = end.answer
         names = sorted(TOOLS)
         record.markup = markup_in_answer(end.answer, names)
-        runs = toolshim_runs(client, upstream, call_words(TOOLS[name].openai() for name in names))
-        record.toolshim_text = sorted(" ".join(run) for run in word_runs(end.answer) & runs)
+        record.toolshim_text = toolshim_text_in(end.answer, record.client_texts, record.upstream_texts, CALL_WORDS)
     judge(record, task, end, box)
     return record
 
@@ -401,6 +435,10 @@ def rejudge(path: Path) -> str:
         end = None if record.error else LoopEnd(capped=True) if record.kind == "capped" else LoopEnd(record.answer)
         if end is not None and not end.capped:
             record.markup = markup_in_answer(end.answer, sorted(TOOLS))
+            if record.upstream_texts:
+                record.toolshim_text = toolshim_text_in(
+                    end.answer, record.client_texts, record.upstream_texts, CALL_WORDS
+                )
         record.kind, record.problems = "ok", []
         judge(record, TASKS_BY_NAME[record.task], end, box)
     frameworks = list(dict.fromkeys(r.framework for r in records))

@@ -19,9 +19,9 @@ from bench.agent_loops import (
     parse_args,
     rejudge,
     tables,
-    toolshim_runs,
+    texts_sent,
+    toolshim_text_in,
     usage_tokens,
-    word_runs,
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
 from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Toolbox, number_in
@@ -172,6 +172,10 @@ def exchange(request: dict[str, object], raw: object = None, path: str = "/v1/ch
 
 def test_toolshim_text_is_what_only_the_upstream_side_carries() -> None:
     client = [exchange({"messages": [{"role": "system", "content": "You are a helpful assistant, kind and brief."}]})]
+    guard = (
+        "You called `calculator` with the same arguments 3 times in a row; calling it again will not give a "
+        "different result. Do not call tools now: answer with what you have, or explain the problem."
+    )
     upstream = [
         exchange(
             {
@@ -179,7 +183,7 @@ def test_toolshim_text_is_what_only_the_upstream_side_carries() -> None:
                     {
                         "role": "system",
                         "content": "You are a helpful assistant, kind and brief.\n\nTo call functions, reply "
-                        "with only a Python list of calls.",
+                        "with only a Python list of calls.\n\n" + guard,
                     },
                     {"role": "assistant", "content": "the model wrote this and it is not toolshim text"},
                     {"role": "user", "content": "get_weather city name arguments city get_weather name"},
@@ -187,11 +191,20 @@ def test_toolshim_text_is_what_only_the_upstream_side_carries() -> None:
             }
         )
     ]
-    runs = toolshim_runs(client, upstream, call_words([TOOLS["get_weather"].openai()]))
-    assert word_runs("reply with only a Python list of calls") <= runs
-    assert not word_runs("You are a helpful assistant, kind and brief.") & runs
-    assert not word_runs("the model wrote this and it is not toolshim text") & runs
-    assert not word_runs("get_weather city name arguments city get_weather name") & runs
+    client_texts, upstream_texts = texts_sent(client, upstream)
+    words = call_words([TOOLS["get_weather"].openai()])
+
+    def found(answer: str) -> list[str]:
+        return toolshim_text_in(answer, client_texts, upstream_texts, words)
+
+    assert "reply with only a python list" in found("Sure. Reply with only a Python list of calls, please.")
+    assert found("The calculator did not give a different result when called 3 times in a row.")[0].startswith(
+        "paraphrase: "
+    )
+    assert not found("You are a helpful assistant, kind and brief.")
+    assert not found("the model wrote this and it is not toolshim text")
+    assert not found("get_weather city name arguments city get_weather name")
+    assert not found("The result is 7006661: 1234 times 5678, plus 9.")
 
 
 def test_the_client_view_and_usage_of_each_api() -> None:
