@@ -8,7 +8,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev run demo test test-fast lint bench bench-model bench-bfcl model llama serve-model clean
+.PHONY: help install dev run demo test test-fast lint bench bench-model bench-loops bench-bfcl model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -61,6 +61,10 @@ bench: dev  ## the benchmarks (proxy overhead, parsers, churn; the local model: 
 
 bench-model: dev llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
 	$(BIN)/python bench/local_model.py
+
+LOOPS_ARGS ?=
+bench-loops: dev llama model  ## real agent loops (7 frameworks' own, 9 tasks) through toolshim, judged on their final answer (1-2 hours on 2 cores)
+	$(BIN)/python bench/agent_loops.py $(LOOPS_ARGS)
 
 # bfcl-eval declares a heavy dependency list; bench/bfcl_score.py needs none of it (see its docstring).
 BFCL_EVAL ?= bfcl-eval==2026.3.23

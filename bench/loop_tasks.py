@@ -1,0 +1,496 @@
+"""The agent-loop tasks of ``bench/agent_loops.py``: deterministic tools, a question, and checks.
+
+Each task offers a few tools (one of them often a distractor that must not run, such as
+``cancel_order``), asks one question, and judges the loop by what it did and said:
+
+* the calls that were executed (the tools record every call they get, with its arguments), e.g.
+  ``get_weather`` for Oslo was run and ``cancel_order`` was not;
+* the final answer text, robustly: the numbers and keywords the tool results lead to are present
+  (``39`` or ``39.2`` for 4 °C in Fahrenheit; thousands separators and the like are ignored), never an
+  exact sentence.
+
+The tools are plain functions of a JSON object, so every framework's adapter (``bench/loop_clients.py``)
+wraps the same ones; they accept the argument spellings a small model tends to produce ("Paris, France",
+"#A1234", "9:30") and answer an unknown value with an ``error`` object, as a real API would.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SYSTEM = (
+    "You are a helpful assistant. Use a tool when it can answer the question. "
+    "Once you have the tool results, answer the user in one or two short sentences."
+)
+
+Args = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call a framework executed: the tool's name and the arguments it got."""
+
+    name: str
+    args: dict[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.name}({json.dumps(self.args, ensure_ascii=False, sort_keys=True)})"
+
+
+@dataclass(slots=True)
+class Toolbox:
+    """Where the tools record the calls they get (one per loop)."""
+
+    calls: list[Call] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A deterministic function tool: its OpenAI definition and its implementation."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    impl: Callable[[Args], Any]
+
+    def openai(self) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def run(self, box: Toolbox, args: Any) -> str:
+        """Record the call and answer with a JSON string (an ``error`` object for bad arguments)."""
+        args = dict(args) if isinstance(args, Mapping) else {"_raw": args}
+        box.calls.append(Call(self.name, args))
+        try:
+            result = self.impl(args)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, SyntaxError) as exc:
+            result = {"error": f"{type(exc).__name__}: {exc}"}
+        return json.dumps(result, ensure_ascii=False)
+
+
+def _text(args: Args, *keys: str) -> str:
+    for key in keys:
+        value = args.get(key)
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    raise KeyError(f"missing argument {keys[0]!r}")
+
+
+def _number(args: Args, *keys: str) -> float:
+    raw = _text(args, *keys).replace(",", "")
+    match = re.search(r"-?\d+(?:\.\d+)?", raw)
+    if match is None:
+        raise ValueError(f"not a number: {raw!r}")
+    return float(match.group())
+
+
+def _find(table: Mapping[str, Any], value: str) -> str:
+    """The table key ``value`` names ("Paris, France" -> paris), else a ValueError."""
+    folded = value.casefold()
+    for key in table:
+        if key in folded:
+            return key
+    raise ValueError(f"unknown: {value!r}")
+
+
+def _tidy(value: float) -> float | int:
+    return int(value) if value == int(value) else round(value, 2)
+
+
+WEATHER = {
+    "paris": (18, "sunny"),
+    "tokyo": (25, "cloudy"),
+    "oslo": (4, "light snow"),
+    "lisbon": (21, "clear"),
+    "berlin": (12, "rain"),
+}
+
+
+def get_weather(args: Args) -> dict[str, Any]:
+    city = _find(WEATHER, _text(args, "city", "location"))
+    temperature, condition = WEATHER[city]
+    return {"city": city.title(), "temperature_celsius": temperature, "condition": condition}
+
+
+def convert_temperature(args: Args) -> dict[str, Any]:
+    value = _number(args, "value", "temperature", "celsius")
+    target = _text(args, "to_unit", "unit").casefold()
+    if target.startswith("f"):
+        return {"fahrenheit": _tidy(value * 9 / 5 + 32)}
+    if target.startswith("c"):
+        return {"celsius": _tidy((value - 32) * 5 / 9)}
+    raise ValueError(f"unknown unit {target!r}")
+
+
+ORDERS = {
+    "a1234": {"status": "shipped", "carrier": "DHL", "expected_delivery": "2025-03-18"},
+    "b5678": {"status": "processing", "carrier": None, "expected_delivery": "2025-03-21"},
+}
+
+
+def _order(args: Args) -> str:
+    return _find(ORDERS, re.sub(r"[^a-z0-9]", "", _text(args, "order_id", "id").casefold()))
+
+
+def get_order_status(args: Args) -> dict[str, Any]:
+    key = _order(args)
+    return {"order_id": key.upper(), **ORDERS[key]}
+
+
+def cancel_order(args: Args) -> dict[str, Any]:
+    return {"order_id": _order(args).upper(), "cancelled": True}
+
+
+def add_event(args: Args) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "event_id": "evt_1042",
+        "title": _text(args, "title"),
+        "date": _text(args, "date"),
+        "time": str(args.get("time") or ""),
+    }
+
+
+def list_events(args: Args) -> dict[str, Any]:
+    return {"date": _text(args, "date"), "events": []}
+
+
+_OPERATORS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def _evaluate(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        if isinstance(node.op, ast.Pow) and abs(_evaluate(node.right)) > 64:
+            raise ValueError("exponent too large")
+        return float(_OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right)))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return float(_OPERATORS[type(node.op)](_evaluate(node.operand)))
+    raise ValueError("only numbers and + - * / ** are allowed")
+
+
+def calculator(args: Args) -> dict[str, Any]:
+    expression = _text(args, "expression", "expr").replace("\u00d7", "*").replace("^", "**")
+    return {"expression": expression, "result": _tidy(_evaluate(ast.parse(expression, mode="eval").body))}
+
+
+PEOPLE = {"alice": {"name": "Alice Moreau", "city": "Lisbon", "team": "design"}}
+
+
+def get_colleague(args: Args) -> dict[str, Any]:
+    return PEOPLE[_find(PEOPLE, _text(args, "name"))]
+
+
+RATES = {("usd", "eur"): 0.92, ("eur", "usd"): 1.09, ("gbp", "eur"): 1.17}
+
+
+def convert_currency(args: Args) -> dict[str, Any]:
+    amount = _number(args, "amount")
+    source = _currency(_text(args, "from_currency", "from"))
+    target = _currency(_text(args, "to_currency", "to"))
+    rate = RATES[(source, target)]
+    return {"amount": _tidy(amount), "from": source.upper(), "to": target.upper(), "result": round(amount * rate, 2)}
+
+
+def _currency(value: str) -> str:
+    folded = value.casefold()
+    for code, words in (("usd", ("usd", "dollar", "$")), ("eur", ("eur", "euro", "€")), ("gbp", ("gbp", "pound"))):
+        if any(word in folded for word in words):
+            return code
+    raise ValueError(f"unknown currency {value!r}")
+
+
+def convert_length(args: Args) -> dict[str, Any]:
+    value = _number(args, "value", "amount")
+    source, target = _text(args, "from_unit").casefold(), _text(args, "to_unit").casefold()
+    if source.startswith("mi") and target.startswith("k"):
+        return {"kilometers": round(value * 1.609344, 2)}
+    if source.startswith("k") and target.startswith("mi"):
+        return {"miles": round(value / 1.609344, 2)}
+    raise ValueError(f"unsupported conversion {source!r} -> {target!r}")
+
+
+def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+STR = {"type": "string"}
+NUM = {"type": "number"}
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            "get_weather",
+            "Get the current weather in a city: temperature in Celsius and conditions.",
+            _obj({"city": {"type": "string", "description": "City name, e.g. Paris"}}, ["city"]),
+            get_weather,
+        ),
+        Tool(
+            "convert_temperature",
+            "Convert a temperature between Celsius and Fahrenheit.",
+            _obj(
+                {"value": NUM, "to_unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["value", "to_unit"]
+            ),
+            convert_temperature,
+        ),
+        Tool(
+            "get_order_status",
+            "Look up the status of a customer's order by its order id.",
+            _obj({"order_id": {"type": "string", "description": "e.g. A1234"}}, ["order_id"]),
+            get_order_status,
+        ),
+        Tool(
+            "cancel_order",
+            "Cancel a customer's order by its order id. Only when the customer asks to cancel.",
+            _obj({"order_id": STR}, ["order_id"]),
+            cancel_order,
+        ),
+        Tool(
+            "add_event",
+            "Add an event to the user's calendar.",
+            _obj(
+                {
+                    "title": STR,
+                    "date": {"type": "string", "description": "YYYY-MM-DD"},
+                    "time": {"type": "string", "description": "HH:MM, 24-hour"},
+                },
+                ["title", "date", "time"],
+            ),
+            add_event,
+        ),
+        Tool(
+            "list_events",
+            "List the events in the user's calendar on a date.",
+            _obj({"date": {"type": "string", "description": "YYYY-MM-DD"}}, ["date"]),
+            list_events,
+        ),
+        Tool(
+            "calculator",
+            "Evaluate an arithmetic expression, e.g. 2 * (3 + 4).",
+            _obj({"expression": STR}, ["expression"]),
+            calculator,
+        ),
+        Tool(
+            "get_colleague",
+            "Look up a colleague by first name: full name, the city they live in, their team.",
+            _obj({"name": STR}, ["name"]),
+            get_colleague,
+        ),
+        Tool(
+            "convert_currency",
+            "Convert an amount of money between currencies.",
+            _obj(
+                {
+                    "amount": NUM,
+                    "from_currency": {"type": "string", "description": "ISO code, e.g. USD"},
+                    "to_currency": {"type": "string", "description": "ISO code, e.g. EUR"},
+                },
+                ["amount", "from_currency", "to_currency"],
+            ),
+            convert_currency,
+        ),
+        Tool(
+            "convert_length",
+            "Convert a length between miles and kilometers.",
+            _obj(
+                {
+                    "value": NUM,
+                    "from_unit": {"type": "string", "enum": ["miles", "kilometers"]},
+                    "to_unit": {"type": "string", "enum": ["miles", "kilometers"]},
+                },
+                ["value", "from_unit", "to_unit"],
+            ),
+            convert_length,
+        ),
+    )
+}
+
+# ---- checks: each returns the problems it finds (none: the check holds) -------------------------
+
+Check = Callable[[str, Sequence[Call]], list[str]]
+
+
+def _digits_joined(text: str) -> str:
+    """``7,006,661`` / ``7 006 661`` / ``7'006'661`` as ``7006661`` (separators between digit groups)."""
+    return re.sub(r"(?<=\d)[,\u202f\u00a0' ](?=\d{3}\b)", "", text)
+
+
+def number_in(text: str, number: str) -> bool:
+    """``number`` appears as a number: ``39`` matches 39 and 39.2, not 390; ``42.1`` matches 42.16."""
+    tail = r"\d*" if "." in number else r"(?:\.\d+)?"
+    return re.search(rf"(?<![\d.]){re.escape(number)}{tail}(?!\d)", _digits_joined(text)) is not None
+
+
+def says_number(*alternatives: str) -> Check:
+    def check(answer: str, calls: Sequence[Call]) -> list[str]:
+        if any(number_in(answer, number) for number in alternatives):
+            return []
+        return [f"answer lacks the number {' or '.join(alternatives)}"]
+
+    return check
+
+
+def says_word(*alternatives: str) -> Check:
+    def check(answer: str, calls: Sequence[Call]) -> list[str]:
+        folded = answer.casefold()
+        if any(word in folded for word in alternatives):
+            return []
+        return [f"answer lacks any of {', '.join(alternatives)}"]
+
+    return check
+
+
+_NEGATION = re.compile(r"\b(?:not|never|unable|cannot|failed|fail|error|sorry)\b|n't\b", re.I)
+
+
+def not_negated(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer does not say the thing failed ("The appointment was not added to the calendar.")."""
+    found = _NEGATION.search(answer)
+    return [f"answer says it did not work ({found.group()!r})"] if found else []
+
+
+def _arg_text(call: Call) -> str:
+    return json.dumps(call.args, ensure_ascii=False).casefold()
+
+
+def called(name: str, *mentions: str) -> Check:
+    """A call to ``name`` was executed whose arguments mention each of ``mentions`` (case aside)."""
+
+    def check(answer: str, calls: Sequence[Call]) -> list[str]:
+        for call in calls:
+            if call.name == name and all(m.casefold() in _arg_text(call) for m in mentions):
+                return []
+        wanted = f"{name}({', '.join(mentions)})" if mentions else name
+        return [f"no {wanted} call executed"]
+
+    return check
+
+
+def not_called(*names: str) -> Check:
+    def check(answer: str, calls: Sequence[Call]) -> list[str]:
+        bad = sorted({call.name for call in calls if call.name in names})
+        return [f"unrequested {name} executed" for name in bad]
+
+    return check
+
+
+def no_calls(answer: str, calls: Sequence[Call]) -> list[str]:
+    return [f"a tool was called for a question that needs none: {calls[0]}"] if calls else []
+
+
+def event_call(answer: str, calls: Sequence[Call]) -> list[str]:
+    """``add_event`` with the date, the time (09:30 or 9:30) and a title naming the dentist."""
+    for call in calls:
+        if call.name != "add_event":
+            continue
+        text = _arg_text(call)
+        title = str(call.args.get("title", "")).casefold()
+        if "2025-03-14" in text and re.search(r"\b0?9:30", text) and "dentist" in title:
+            return []
+    return ["no add_event(title~dentist, date=2025-03-14, time=09:30) executed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A question, the tools offered, and the checks its loop must pass."""
+
+    name: str
+    question: str
+    tools: tuple[str, ...]
+    checks: tuple[Check, ...]
+    needs_tool: bool = True
+    summary: str = ""
+
+    def offered(self) -> list[Tool]:
+        return [TOOLS[name] for name in self.tools]
+
+    def judge(self, answer: str, calls: Sequence[Call]) -> list[str]:
+        """The problems with this loop's answer and executed calls (none: correct)."""
+        return [problem for check in self.checks for problem in check(answer, calls)]
+
+
+TASKS: tuple[Task, ...] = (
+    Task(
+        "weather_f",
+        "What is the temperature in Oslo right now, in Fahrenheit?",
+        ("get_weather", "convert_temperature"),
+        (called("get_weather", "oslo"), says_number("39")),
+        summary="weather, then a unit conversion (4 C = 39.2 F)",
+    ),
+    Task(
+        "order_status",
+        "Where is my order A1234? Has it shipped yet?",
+        ("get_order_status", "cancel_order"),
+        (called("get_order_status", "a1234"), not_called("cancel_order"), says_word("shipped", "dhl", "on its way")),
+        summary="an order lookup; cancel_order must not run",
+    ),
+    Task(
+        "calendar",
+        "Add a dentist appointment to my calendar on 2025-03-14 at 09:30.",
+        ("add_event", "list_events"),
+        (event_call, says_word("dentist", "added", "scheduled", "created", "booked", "calendar"), not_negated),
+        summary="add_event with title, date and time",
+    ),
+    Task(
+        "calculator",
+        "What is 1234 * 5678 + 9? Use the calculator.",
+        ("calculator", "convert_currency"),
+        (called("calculator"), says_number("7006661")),
+        summary="arithmetic through the calculator (7006661)",
+    ),
+    Task(
+        "two_step",
+        "What's the weather like in the city where my colleague Alice lives?",
+        ("get_colleague", "get_weather"),
+        (called("get_colleague", "alice"), called("get_weather", "lisbon"), says_number("21")),
+        summary="the second call needs the first result (Alice -> Lisbon -> 21 C)",
+    ),
+    Task(
+        "two_cities",
+        "What's the weather right now in Paris and in Tokyo?",
+        ("get_weather", "convert_temperature"),
+        (called("get_weather", "paris"), called("get_weather", "tokyo"), says_number("18"), says_number("25")),
+        summary="two independent calls (18 C and 25 C)",
+    ),
+    Task(
+        "currency",
+        "How much is 250 US dollars in euros?",
+        ("convert_currency", "calculator"),
+        (called("convert_currency", "250"), says_number("230")),
+        summary="a currency conversion (230 EUR)",
+    ),
+    Task(
+        "length",
+        "How many kilometers is a marathon of 26.2 miles?",
+        ("convert_length", "calculator"),
+        (called("convert_length"), says_number("42.1", "42.2")),
+        summary="a length conversion (42.16 km)",
+    ),
+    Task(
+        "no_tool",
+        "Hi! In one sentence, what is a haiku?",
+        ("get_weather", "calculator"),
+        (no_calls, says_word("poem", "poetry", "syllable", "japanese", "verse")),
+        needs_tool=False,
+        summary="a general question: no tool, a direct answer",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in TASKS}

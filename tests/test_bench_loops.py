@@ -1,0 +1,321 @@
+"""bench/agent_loops.py's own logic, without a model: the tools, the checks, the judging, the records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from toolshim.config.rules import load_rules as toolshim_rules
+
+from bench.agent_loops import (
+    LoopRecord,
+    call_words,
+    client_view,
+    judge,
+    load_rules,
+    markup_in_answer,
+    parse_args,
+    rejudge,
+    tables,
+    texts_sent,
+    toolshim_text_in,
+    usage_tokens,
+)
+from bench.loop_clients import LoopEnd, _pydantic_model, execute
+from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Toolbox, number_in
+from tests.realmodel.recorder import Exchange
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
+GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
+    "weather_f": (
+        [("get_weather", {"city": "Oslo"}), ("convert_temperature", {"value": 4, "to_unit": "fahrenheit"})],
+        "It is 39.2°F in Oslo, with light snow.",
+    ),
+    "order_status": ([("get_order_status", {"order_id": "#A1234"})], "Your order A1234 has shipped with DHL."),
+    "calendar": (
+        [("add_event", {"title": "Dentist appointment", "date": "2025-03-14", "time": "9:30"})],
+        "Done: the dentist appointment is in your calendar.",
+    ),
+    "calculator": ([("calculator", {"expression": "1234 * 5678 + 9"})], "1234 * 5678 + 9 = 7,006,661."),
+    "two_step": (
+        [("get_colleague", {"name": "Alice"}), ("get_weather", {"city": "Lisbon, Portugal"})],
+        "Alice lives in Lisbon, where it is 21 °C and clear.",
+    ),
+    "two_cities": (
+        [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo"})],
+        "Paris: 18 °C and sunny; Tokyo: 25 °C and cloudy.",
+    ),
+    "currency": (
+        [("convert_currency", {"amount": 250, "from_currency": "USD", "to_currency": "EUR"})],
+        "250 USD is 230.00 EUR.",
+    ),
+    "length": (
+        [("convert_length", {"value": 26.2, "from_unit": "miles", "to_unit": "kilometers"})],
+        "A marathon is 42.16 km.",
+    ),
+    "no_tool": ([], "A haiku is a short Japanese poem of three lines, 5-7-5 syllables."),
+}
+
+
+def run_calls(calls: list[tuple[str, dict[str, object]]]) -> Toolbox:
+    box = Toolbox()
+    for name, args in calls:
+        result = json.loads(TOOLS[name].run(box, args))
+        assert "error" not in result, (name, args, result)
+    return box
+
+
+def test_every_task_has_a_good_loop_here() -> None:
+    assert set(GOOD) == set(TASKS_BY_NAME)
+    assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_a_good_loop_passes_its_checks(task: object) -> None:
+    assert hasattr(task, "judge")
+    calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
+    assert task.judge(answer, run_calls(calls).calls) == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("task", [t for t in TASKS if t.needs_tool], ids=lambda t: t.name)
+def test_no_call_or_no_result_fails(task: object) -> None:
+    calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
+    assert task.judge(answer, []) != []  # type: ignore[attr-defined]
+    assert task.judge("I can't tell.", run_calls(calls).calls) != []  # type: ignore[attr-defined]
+
+
+def test_distractors_and_tools_for_a_question_that_needs_none_fail() -> None:
+    box = run_calls([("get_order_status", {"order_id": "A1234"}), ("cancel_order", {"order_id": "A1234"})])
+    assert TASKS_BY_NAME["order_status"].judge("It has shipped.", box.calls) == ["unrequested cancel_order executed"]
+    box = run_calls([("get_weather", {"city": "Paris"})])
+    assert TASKS_BY_NAME["no_tool"].judge("A haiku is a short poem.", box.calls) != []
+
+
+def test_a_calendar_answer_that_says_it_failed_fails() -> None:
+    calls, _ = GOOD["calendar"]
+    box = run_calls(calls)
+    problems = TASKS_BY_NAME["calendar"].judge("The dentist appointment was not added to the calendar.", box.calls)
+    assert problems == ["answer says it did not work ('not')"]
+    assert TASKS_BY_NAME["calendar"].judge("I couldn't add it to the calendar.", box.calls) != []
+
+
+def test_the_tools_are_deterministic_and_tolerant() -> None:
+    box = Toolbox()
+    assert json.loads(TOOLS["get_weather"].run(box, {"city": "paris, france"}))["temperature_celsius"] == 18
+    assert "error" in json.loads(TOOLS["get_weather"].run(box, {"city": "Atlantis"}))
+    assert "error" in json.loads(TOOLS["get_weather"].run(box, {}))
+    assert json.loads(TOOLS["calculator"].run(box, {"expression": "2^10"}))["result"] == 1024
+    assert "error" in json.loads(TOOLS["calculator"].run(box, {"expression": "__import__('os')"}))
+    assert "error" in json.loads(TOOLS["calculator"].run(box, {"expression": "9**9**9"}))
+    assert json.loads(TOOLS["convert_temperature"].run(box, {"value": "4", "to_unit": "F"})) == {"fahrenheit": 39.2}
+    assert len(box.calls) == 7  # every call is recorded, failed ones too
+    assert execute(None, "nope", "{}", box) == json.dumps({"error": "no tool named 'nope'"})
+    assert "not valid JSON" in execute(TOOLS["get_weather"], "get_weather", "{city", box)
+    assert box.calls[-1] == Call("get_weather", {"_raw": "{city"})
+
+
+@pytest.mark.parametrize(
+    ("text", "number", "found"),
+    [
+        ("39.2°F", "39", True),
+        ("390 F", "39", False),
+        ("about 39 degrees", "39", True),
+        ("7,006,661", "7006661", True),
+        ("7 006 661", "7006661", True),
+        ("70066610", "7006661", False),
+        ("42.16 km", "42.1", True),
+        ("42.2 km", "42.1", False),
+        ("230.00 EUR", "230", True),
+        ("1.230", "230", False),
+    ],
+)
+def test_numbers_are_found_however_written(text: str, number: str, found: bool) -> None:
+    assert number_in(text, number) is found
+
+
+NAMES = sorted(TOOLS)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "[get_weather(city='Paris')]",
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+        'Sure: get_weather(city="Paris")',
+        "get_weather\ncity: Paris",
+        'Action: get_weather\nAction Input: {"city": "Paris"}',
+        "<function=get_weather><parameter=city>Paris</parameter></function>",
+        '{"name": "calculator", "arguments": {"expression": "1+1"}}',
+    ],
+)
+def test_markup_in_an_answer_is_found(answer: str) -> None:
+    assert markup_in_answer(answer, NAMES)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["It is 18 °C in Paris, says get_weather.", "The calculator gives 7006661.", "Weather: sunny\ncity: Paris"],
+)
+def test_plain_answers_have_no_markup(answer: str) -> None:
+    assert not markup_in_answer(answer, NAMES)
+
+
+def exchange(request: dict[str, object], raw: object = None, path: str = "/v1/chat/completions") -> Exchange:
+    ex = Exchange(path=path, request=request, status=200)
+    ex.raw.extend(raw.encode() if isinstance(raw, str) else json.dumps(raw).encode())
+    return ex
+
+
+def test_toolshim_text_is_what_only_the_upstream_side_carries() -> None:
+    client = [exchange({"messages": [{"role": "system", "content": "You are a helpful assistant, kind and brief."}]})]
+    guard = (
+        "You called `calculator` with the same arguments 3 times in a row; calling it again will not give a "
+        "different result. Do not call tools now: answer with what you have, or explain the problem."
+    )
+    upstream = [
+        exchange(
+            {
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "You are a helpful assistant, kind and brief.\n\nTo call functions, reply "
+                        "with only a Python list of calls.\n\n" + guard,
+                    },
+                    {"role": "assistant", "content": "the model wrote this and it is not toolshim text"},
+                    {"role": "user", "content": "get_weather city name arguments city get_weather name"},
+                ]
+            }
+        )
+    ]
+    client_texts, upstream_texts = texts_sent(client, upstream)
+    words = call_words([TOOLS["get_weather"].openai()])
+
+    def found(answer: str) -> list[str]:
+        return toolshim_text_in(answer, client_texts, upstream_texts, words)
+
+    assert "reply with only a python list" in found("Sure. Reply with only a Python list of calls, please.")
+    assert found("The calculator did not give a different result when called 3 times in a row.")[0].startswith(
+        "paraphrase: "
+    )
+    assert not found("You are a helpful assistant, kind and brief.")
+    assert not found("the model wrote this and it is not toolshim text")
+    assert not found("get_weather city name arguments city get_weather name")
+    assert not found("The result is 7006661: 1234 times 5678, plus 9.")
+
+
+def test_the_client_view_and_usage_of_each_api() -> None:
+    chat = exchange(
+        {},
+        {
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "message": {
+                        "content": None,
+                        "tool_calls": [{"function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}],
+                    }
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
+    )
+    assert client_view(chat)["calls"] == ['get_weather({"city":"Paris"})'] and usage_tokens(chat) == 15
+    chunks = [
+        {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "It is "}}]},
+        {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "sunny."}}]},
+        {"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+    ]
+    streamed = exchange({"stream": True}, "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n")
+    assert client_view(streamed)["text"] == "It is sunny." and usage_tokens(streamed) == 7
+    done = {
+        "type": "response.completed",
+        "response": {
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "Sunny."}]}],
+            "usage": {"input_tokens": 8, "output_tokens": 2, "total_tokens": 10},
+        },
+    }
+    responses = exchange({"stream": True}, f"event: response.completed\ndata: {json.dumps(done)}\n\n", "/v1/responses")
+    assert client_view(responses)["text"] == "Sunny." and usage_tokens(responses) == 10
+
+
+def test_the_verdict_takes_the_first_failure_kind() -> None:
+    task = TASKS_BY_NAME["two_cities"]
+    calls, answer = GOOD["two_cities"]
+    box = run_calls(calls)
+
+    def verdict(end: LoopEnd | None, **fields: object) -> str:
+        record = LoopRecord("openai", task.name, 0, **fields)  # type: ignore[arg-type]
+        judge(record, task, end, box)
+        return record.kind
+
+    assert verdict(LoopEnd(answer)) == "ok"
+    assert verdict(LoopEnd(capped=True)) == "capped"
+    assert verdict(None, error="time cap: no answer within 5 s") == "timeout"
+    assert verdict(None, error="APIError: boom") == "error"
+    assert verdict(LoopEnd(answer), markup=["[get_weather("]) == "markup"
+    assert verdict(LoopEnd(answer), toolshim_text=["call at most one tool per"]) == "toolshim_text"
+    assert verdict(LoopEnd(" ")) == "empty"
+    assert verdict(LoopEnd("It is 18 and 25.")) == "ok"
+    assert verdict(LoopEnd("Sunny.")) == "wrong_answer"
+    box.calls.pop()
+    assert verdict(LoopEnd(answer)) == "wrong_calls"
+
+
+def test_the_tables_count_per_framework_and_overall() -> None:
+    records = [
+        LoopRecord("openai", "calculator", 0, kind="ok", correct=True, rounds=2, seconds=3.0),
+        LoopRecord("openai", "no_tool", 0, kind="wrong_answer", rounds=1, seconds=1.0),
+        LoopRecord("langgraph", "calculator", 0, kind="capped", rounds=8, seconds=9.0),
+        LoopRecord("langgraph", "no_tool", 0, kind="ok", correct=True, rounds=1, seconds=1.0),
+    ]
+    tasks = [TASKS_BY_NAME["calculator"], TASKS_BY_NAME["no_tool"]]
+    text = tables(records, ["openai", "langgraph"], tasks)
+    assert "| openai | ✓ | A | 1/2 (50%) |" in text
+    assert "| langgraph | C | ✓ | 1/2 (50%) |" in text
+    assert "| all | 2/4 (50%) | 1/2 (50%) | 1/2 (50%) | 1 |" in text
+
+
+def test_the_rules_point_at_the_relay_and_take_the_settings(tmp_path: Path) -> None:
+    rules, model, rule = load_rules(
+        ROOT / "demo" / "rules.json5",
+        None,
+        ["tool_mode=hermes", "constrained=true", "offer_tools=always", "upstream.constraint_dialect=gbnf"],
+        "http://127.0.0.1:9/v1",
+        "served-model",
+    )
+    assert model == "demo-model"
+    assert rule["tool_mode"] == "hermes" and rule["constrained"] is True and rule["upstream_model"] == "served-model"
+    assert rules["upstreams"]["local"] == {"base_url": "http://127.0.0.1:9/v1", "constraint_dialect": "gbnf"}
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps(rules))
+    toolshim_rules(path)  # toolshim accepts what the bench serves
+    rules, model, rule = load_rules(ROOT / "rules" / "default.json5", "local-coder", [], "http://x/v1", "m")
+    assert rule["tool_mode"] == "pythonic" and all(u["base_url"] == "http://x/v1" for u in rules["upstreams"].values())
+
+
+def test_the_options_are_checked() -> None:
+    assert parse_args(["--tasks", "calculator", "--frameworks", "openai"]).repeat == 1
+    with pytest.raises(SystemExit):
+        parse_args(["--tasks", "nope"])
+
+
+def test_llamaindex_gets_the_tool_schema_as_a_model() -> None:
+    schema = _pydantic_model(TOOLS["convert_length"]).model_json_schema()
+    assert schema["required"] == ["value", "from_unit", "to_unit"]
+    assert schema["properties"]["from_unit"]["enum"] == ["miles", "kilometers"]
+
+
+def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) -> None:
+    calls, _ = GOOD["calendar"]
+    record = LoopRecord("openai", "calendar", 0, kind="ok", correct=True, answer="It was not added to the calendar.")
+    record.calls = [str(call) for call in run_calls(calls).calls]
+    capped = LoopRecord("langgraph", "calendar", 0, kind="capped", calls=record.calls)
+    path = tmp_path / "loops.json"
+    path.write_text(json.dumps({"loops": [asdict(record), asdict(capped)]}))
+    table = rejudge(path)
+    assert "| openai | A |" in table and "| langgraph | C |" in table
+    assert [r["kind"] for r in json.loads(path.read_text())["loops"]] == ["wrong_answer", "capped"]
