@@ -257,6 +257,8 @@ async def test_grammar_goes_upstream(start_proxy, fake_upstream, dialect: str, s
     assert grammar.splitlines()[-1] == "root ::= tool-calls | bare-calls"
     if dialect == "vllm":
         assert "grammar" not in body
+    # parallel_tool_calls absent: the prompt asks for one call, and so does the grammar
+    assert "tool-calls ::= tool-call\n" in grammar + "\n"
 
 
 @pytest.mark.parametrize("setting", [False, "auto"])

@@ -130,7 +130,7 @@ async def test_second_call_cuts_the_upstream(start_proxy, fake_upstream, fmt: st
     tail = ["Some more text that should never be generated. "] * 40
     script = text_stream([*pieces(first + "\n"), *pieces(second), *tail])
     fake_upstream.script(Reply(pieces=script, delay=0.02))
-    result = await ask(proxy, stream)
+    result = await ask(proxy, stream, parallel_tool_calls=False)  # absent: a second call is taken (test_parallel)
     choice = result["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert [json.loads(c["function"]["arguments"]) for c in choice["message"]["tool_calls"]] == [{"city": "Paris"}]

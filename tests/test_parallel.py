@@ -20,10 +20,13 @@ def rule(**extra: Any) -> ModelRule:
 
 
 def test_call_limit_reads_the_request() -> None:
+    """Only ``false`` means one call: OpenAI's default is true. Absent, the emulated prompt still asks for one."""
     hermes = rule(tool_mode="hermes")
-    assert [hermes.call_limit(p) for p in (None, False, True)] == [1, 1, PARALLEL_CALLS_DEFAULT]
+    assert [hermes.call_limit(p) for p in (None, False, True)] == [PARALLEL_CALLS_DEFAULT, 1, PARALLEL_CALLS_DEFAULT]
+    assert [hermes.prompted_calls(p) for p in (None, False, True)] == [1, 1, PARALLEL_CALLS_DEFAULT]
     capped = rule(tool_mode="hermes", max_tool_calls=3)
     assert [capped.call_limit(p) for p in (None, False, True)] == [3, 1, 3]
+    assert [capped.prompted_calls(p) for p in (None, False, True)] == [3, 1, 3]
     native = rule()
     assert [native.call_limit(p) for p in (None, False, True)] == [128, 1, 128]
     assert rule(tool_mode="auto").call_limit(True) == PARALLEL_CALLS_DEFAULT
@@ -46,13 +49,18 @@ async def test_explicit_parallel_allows_several_calls_by_default(start_proxy, fa
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 @pytest.mark.parametrize("parallel", [None, False])
 async def test_one_call_keeps_the_format_stops(start_proxy, fake_upstream, fmt: str, parallel: bool | None) -> None:
+    """Without ``parallel_tool_calls: true`` the prompt asks for one call and the format's stops go upstream.
+    A second call the model writes anyway (where no stop ends the turn between calls) is the client's
+    unless it said ``false``: OpenAI clients take several calls by default."""
     proxy = await start_proxy(models=emulated(fmt))
     output = "\n".join(call_text(fmt, args={"city": c}) for c in ("Paris", "Berlin"))
     fake_upstream.script(Reply(pieces=text_stream(pieces(output))))
     result = await ask(proxy, False, parallel_tool_calls=parallel)
-    assert len(result["choices"][0]["message"]["tool_calls"]) == 1
     stops = list(get_format(fmt).stop_sequences())
     assert fake_upstream.requests[-1]["stop"][: len(stops)] == stops
+    assert "at most one tool per turn" in fake_upstream.requests[-1]["messages"][0]["content"]
+    written = 1 if get_format(fmt).stops_between_calls() else 2  # a stop between calls ends the model's turn
+    assert len(result["choices"][0]["message"]["tool_calls"]) == (1 if parallel is False else written)
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

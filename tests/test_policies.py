@@ -981,14 +981,38 @@ def test_trailing_tool_turns() -> None:
     assert trailing_tool_turns(legacy) == 1
 
 
+def looping(history: History, limit: int) -> list[str] | None:
+    """The names of the calls ``repeated_call`` finds the agent looping on."""
+    keys = repeated_call(history.messages, limit)
+    return None if keys is None else [key.split("\0")[0] for key in keys]
+
+
 def test_repeated_call() -> None:
-    assert repeated_call(rereading(3).messages, 3) == "read_file"
-    assert repeated_call(rereading(2).messages, 3) is None
-    assert repeated_call(rereading(2).messages, 2) == "read_file"
+    assert looping(rereading(3), 3) == ["read_file"]
+    assert looping(rereading(2), 3) is None
+    assert looping(rereading(2), 2) == ["read_file"]
     same_turn = History().parallel(*[("read_file", {"path": "a"}, "a")] * 3)
-    assert repeated_call(same_turn.messages, 3) == "read_file"
+    assert looping(same_turn, 3) == ["read_file"]
     resumed = rereading(2).say("user", "again").call("read_file", {"path": "src/dates.py"}, DATES_PY)
-    assert repeated_call(resumed.messages, 2) is None
+    assert looping(resumed, 2) is None
+
+
+def test_a_cycle_of_calls_is_a_loop_too() -> None:
+    """A, B, A, B, A: the last two calls each repeat one made before, with nothing new in between."""
+    history = History()
+    for _ in range(2):
+        history.call("read_file", {"path": "a.py"}, "a").call("run_tests", {"target": "a"}, "1 failed")
+    assert looping(history, 3) is None  # A, B, A, B: one repeat (the second B)
+    assert looping(history, 2) == ["read_file", "run_tests"]
+    assert looping(history.call("read_file", {"path": "a.py"}, "a"), 3) == ["read_file", "run_tests"]
+    # read, edit, read: the edit was new, the file may have changed
+    edited = (
+        History()
+        .call("read_file", {"path": "a.py"}, "a")
+        .call("edit_file", {"path": "a.py", "text": "b"}, "ok")
+        .call("read_file", {"path": "a.py"}, "b")
+    )
+    assert looping(edited, 2) is None
 
 
 def test_trailing_tool_errors() -> None:

@@ -26,6 +26,8 @@ AFTER_CALL = {
     "react": "\nObservation: 18 C and sunny\nThought: I now know.\nFinal Answer: It is 18 C.",
     "xml": '\n<tool_result name="get_weather">18 C and sunny</tool_result>\nIt is 18 C.',
     "hermes": "\n<tool_response>\n18 C and sunny\n</tool_response>\nIt is 18 C.",
+    "pythonic": "\n<tool_response>\n18 C and sunny\n</tool_response>\nIt is 18 C.",
+    "morph_xml": "\n<tool_response>\n18 C and sunny\n</tool_response>\nIt is 18 C.",
     "caret": "\nIt is 18 C.\n^^^get_weather\ncity: Berlin\n^^^\n",
 }
 

@@ -93,7 +93,7 @@ class ChatJob:
             return None
         if self.auto_memory.get(self._constraint_key(), 0.0) > time.monotonic():
             return None
-        grammar = GRAMMARS.get(plan.format.name, plan.tools, plan.tool_choice, plan.max_calls, plan.lenient)
+        grammar = GRAMMARS.get(plan.format.name, plan.tools, plan.tool_choice, plan.prompted_calls, plan.lenient)
         if grammar is None:
             return None
         self.metrics.record_grammar(plan.format.name, grammar.cached, grammar.build_seconds)

@@ -6,7 +6,8 @@ Applied to the client's request before the mode is chosen, as pure functions of 
 instruction, so native and emulated modes both stop calling tools and the history stays valid.
 
 * consecutive tool turns   ``max_consecutive_tool_turns`` (off by default)
-* repeated identical calls ``max_repeated_calls`` (default 3), since the last user message
+* repeated calls           ``max_repeated_calls`` (default 3), since the last user message: the same call
+                           again and again, or a cycle of calls (repeats.py)
 * consecutive tool errors  ``max_consecutive_tool_errors`` (default 3), ``tool_error_pattern``
 * unrelated first request  ``offer_tools``: the conversation's opening request goes with tool_choice
                            "none" when it shares no word with any tool ("when_related", "related"), and
@@ -18,7 +19,6 @@ instruction, so native and emulated modes both stop calling tools and the histor
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +28,7 @@ from typing import Any
 from ..config.rules import ModelRule
 from ..formats import ToolChoice
 from ..formats.history import content_text, merge_system_prompt
+from .repeats import calls_in_order, key_name, loop_calls, trailing_repeats
 from .toolrank import first_user_text, ranked, related_tools
 from .turn import ChatTurn, tool_name
 
@@ -35,6 +36,9 @@ Message = Mapping[str, Any]
 
 CUT_MARKER = "\n[... toolshim removed {n} characters of this tool output ...]\n"
 SHORT_CUT_MARKER = "[...{n} cut...]"
+_MARKERS = re.compile(
+    "|".join(re.escape(marker.strip()).replace(re.escape("{n}"), r"\d+") for marker in (CUT_MARKER, SHORT_CUT_MARKER))
+)
 
 
 @dataclass(slots=True)
@@ -62,7 +66,7 @@ def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
         result.actions.append("max_tools")
     limited = limit_tool_outputs(list(result.turn.messages), rule)
     if limited is not None:
-        result.turn = result.turn.with_messages(limited)
+        result.turn = result.turn.with_messages(limited).with_injected(*_cut_markers(limited))
         result.actions.append("tool_output_limit")
     return result
 
@@ -83,12 +87,9 @@ def _loop_guard(messages: Sequence[Message], rule: ModelRule) -> tuple[str, str]
             "with what you have found so far, and say what is still missing."
         )
     repeated = rule.max_repeated_calls
-    name = repeated_call(messages, repeated) if repeated else None
-    if name is not None:
-        return "max_repeated_calls", (
-            f"You called `{name}` with the same arguments {repeated} times in a row; calling it again will not "
-            "give a different result. Do not call tools now: answer with what you have, or explain the problem."
-        )
+    looping = repeated_call(messages, repeated) if repeated else None
+    if looping is not None and repeated:
+        return "max_repeated_calls", _repeat_instruction(looping, repeated)
     errors = rule.max_consecutive_tool_errors
     if errors and trailing_tool_errors(messages, rule.tool_error_pattern) >= errors:
         return "max_consecutive_tool_errors", (
@@ -116,42 +117,29 @@ def trailing_tool_turns(messages: Sequence[Message]) -> int:
     return count
 
 
-def _calls_in_order(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    calls: list[tuple[str, str]] = []
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        found = [c.get("function") or {} for c in message.get("tool_calls") or ()]
-        if message.get("function_call"):
-            found.append(message["function_call"])
-        calls.extend((str(fn.get("name")), _canonical(fn.get("arguments"))) for fn in found)
-    return calls
-
-
-def _canonical(arguments: Any) -> str:
-    try:
-        value = json.loads(arguments) if isinstance(arguments, str) else arguments
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    except (ValueError, TypeError):
-        return str(arguments)
-
-
-def _loop_start(messages: Sequence[Message]) -> int:
-    """Where the current agent loop began: just after the last user message."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user":
-            return i + 1
-    return 0
-
-
-def repeated_call(messages: Sequence[Message], limit: int) -> str | None:
-    """The tool name when the last ``limit`` calls of the current agent loop are the same tool with
-    the same arguments. A new user message starts a new loop: asking again is not spinning."""
-    calls = _calls_in_order(messages[_loop_start(messages) :])
-    if len(calls) < limit:
+def repeated_call(messages: Sequence[Message], limit: int) -> list[str] | None:
+    """The calls the agent keeps making, when the last ``limit - 1`` calls of the current agent loop each
+    repeat an earlier one (``repeats``: the same call with the same arguments, nothing new in between; so
+    ``limit`` identical calls in a row, or a cycle A, B, A, B, A): their ``call_key``s, in order. A new user
+    message starts a new loop: asking again is not spinning."""
+    keys = loop_calls(messages)
+    run = trailing_repeats(keys)
+    if run < limit - 1:
         return None
-    last = calls[-limit:]
-    return last[0][0] if all(call == last[0] for call in last) else None
+    return list(dict.fromkeys(keys[len(keys) - run - 1 :]))
+
+
+def _repeat_instruction(keys: list[str], limit: int) -> str:
+    names = [f"`{name}`" for name in dict.fromkeys(map(key_name, keys))]
+    shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    if len(keys) == 1:
+        what = f"You called {shown} with the same arguments {limit} times in a row"
+    else:
+        what = f"You keep calling {shown} in turn with the same arguments"
+    return (
+        f"{what}; calling again will not give a different result. Do not call tools now: answer with what "
+        "you have, or explain the problem."
+    )
 
 
 @lru_cache(maxsize=64)
@@ -176,7 +164,8 @@ def trailing_tool_errors(messages: Sequence[Message], pattern: str) -> int:
 
 def _withdraw_tools(turn: ChatTurn, instruction: str) -> ChatTurn:
     """``tool_choice: "none"`` for this turn plus the instruction; the tools stay, so the history stays valid."""
-    return _tool_choice_none(turn).with_messages(merge_system_prompt(list(turn.messages), instruction))
+    withdrawn = _tool_choice_none(turn).with_messages(merge_system_prompt(list(turn.messages), instruction))
+    return withdrawn.with_injected(instruction)
 
 
 def _tool_choice_none(turn: ChatTurn) -> ChatTurn:
@@ -240,7 +229,7 @@ def _opening_request(turn: ChatTurn) -> tuple[str, str] | None:
 def _recently_used(messages: Sequence[Message]) -> list[str]:
     """Tool names by most recent use in the history."""
     order: list[str] = []
-    for name, _ in reversed(_calls_in_order(messages)):
+    for name in map(key_name, reversed(calls_in_order(messages))):
         if name not in order:
             order.append(name)
     return order
@@ -283,6 +272,14 @@ def shorten(text: str, limit: int) -> str:
             tail = keep - head
             return text[:head] + marker.format(n=len(text) - keep) + (text[len(text) - tail :] if tail else "")
     return text[: max(limit, 0)]
+
+
+def _cut_markers(messages: Sequence[Message]) -> list[str]:
+    """The cut markers in the tool results (the model must not echo them)."""
+    found = (
+        _MARKERS.findall(content_text(m.get("content"))) for m in messages if m.get("role") in ("tool", "function")
+    )
+    return list(dict.fromkeys(marker for markers in found for marker in markers))
 
 
 def _latest_results(messages: Sequence[Message]) -> list[int]:

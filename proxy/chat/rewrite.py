@@ -37,13 +37,14 @@ class EmulationPlan:
     parse_tools: tuple[ToolSpec, ...]  # the tools the parser recognises: with "none", all, to keep calls out
     tool_choice: ToolChoice
     parallel: bool
-    max_calls: int
+    max_calls: int  # the calls one answer may carry (the parser's cut)
     legacy_functions: bool  # the client used ``functions``: answer with ``function_call``
     body: dict[str, Any]  # what goes upstream
     stops: tuple[str, ...] = ()  # every stop sequence toolshim enforces itself (see stops.py), sent or not
     lenient: bool = True  # the parser also reads foreign call syntaxes (formats/lenient.py)
     instructions: str = ""  # the tool instructions rendered into the system prompt (the model must not echo them)
     text_only: bool = False  # no tools anywhere in the turn: the output is read as text and thinking only
+    prompted_calls: int = 1  # the calls the prompt, its stop sequences and its grammar allow
 
     @property
     def call_names(self) -> list[str]:
@@ -112,7 +113,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     offered = [t for t in turn.tools if named is None or t.name == named]
     if choice.mode == "none":
         offered = []
-    max_calls = rule.call_limit(turn.parallel_request)
+    prompted = rule.prompted_calls(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
     # no developer role: a model prompted for tools in text is served by a server that may not know it,
     # and the tool instructions go into the one system message
@@ -121,8 +122,8 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     if offered:
         listed = offered
         if rule.tool_order == "relevance":
-            listed = listing_order(offered, first_user_text(turn.messages), several_calls=max_calls > 1)
-        instructions = fmt.render_tools(listed, choice, max_calls > 1)
+            listed = listing_order(offered, first_user_text(turn.messages), several_calls=prompted > 1)
+        instructions = fmt.render_tools(listed, choice, prompted > 1)
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
@@ -130,7 +131,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     body["model"] = upstream_model
     body["messages"] = messages
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
-    enforced = merge_stops(format_stops(fmt, max_calls) if offered else (), turn.options.get("stop"), _MAX_ENFORCED)
+    enforced = merge_stops(format_stops(fmt, prompted) if offered else (), turn.options.get("stop"), _MAX_ENFORCED)
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
     parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
@@ -140,11 +141,12 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         parse_tools,
         choice,
         turn.parallel_allowed,
-        max_calls,
+        rule.call_limit(turn.parallel_request),
         turn.legacy_functions,
         body,
         tuple(enforced),
         rule.lenient,
         instructions,
         not turn.uses_tools,
+        prompted_calls=prompted,
     )

@@ -37,6 +37,8 @@ class ChatTurn:
     parallel: bool | None = None  # parallel_tool_calls as sent
     legacy_functions: bool = False  # the client used ``functions``: answer with ``function_call``
     options: Mapping[str, Any] = field(default_factory=dict)  # every other field (temperature, stop, n, ...)
+    # texts toolshim put into ``messages`` (a policy's instruction, a cut marker): the model must not echo them
+    injected: tuple[str, ...] = ()
 
     @classmethod
     def from_body(cls, raw: Any) -> ChatTurn:
@@ -127,6 +129,10 @@ class ChatTurn:
 
     def with_messages(self, messages: Iterable[Message]) -> ChatTurn:
         return replace(self, messages=tuple(messages))
+
+    def with_injected(self, *texts: str) -> ChatTurn:
+        """Note texts toolshim added to the messages (the emulated answer keeps them out of the model's text)."""
+        return replace(self, injected=(*self.injected, *(t for t in texts if t)))
 
     def with_tool_defs(self, defs: Iterable[Mapping[str, Any]]) -> ChatTurn:
         return replace(self, tool_defs=tuple(defs))

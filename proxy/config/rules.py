@@ -250,16 +250,24 @@ class ModelRule(_Strict):
     def call_limit(self, parallel: bool | None) -> int:
         """How many calls one turn may carry, from the request's ``parallel_tool_calls``.
 
-        ``False``: one. Emulated: absent keeps one (``max_tool_calls`` when set), an explicit ``True``
-        allows ``max_tool_calls`` or ``PARALLEL_CALLS_DEFAULT`` (a model that must stop after each
-        call loses little by being told it may write several). Native: ``max_tool_calls`` or 128."""
+        ``False``: one. Otherwise ``max_tool_calls`` when set; native: 128; emulated: absent or ``True``,
+        ``PARALLEL_CALLS_DEFAULT`` (OpenAI's default is true: a client that did not say no takes several).
+        How many the prompt asks for is ``prompted_calls``."""
         if parallel is False:
             return 1
         if self.max_tool_calls is not None:
             return self.max_tool_calls
         if not (self.emulated or self.tool_mode == "auto"):
             return 128
-        return PARALLEL_CALLS_DEFAULT if parallel else 1
+        return PARALLEL_CALLS_DEFAULT
+
+    def prompted_calls(self, parallel: bool | None) -> int:
+        """How many calls an emulated prompt (its wording, stop sequences and grammar) allows: as
+        ``call_limit``, except that an absent ``parallel_tool_calls`` asks for one (a small model told it
+        may write several loops on its call); a second call written anyway is still taken."""
+        if parallel is None and self.max_tool_calls is None:
+            return 1
+        return self.call_limit(parallel)
 
 
 class RulesFile(_Strict):

@@ -7,18 +7,23 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
    ``functions.`` style prefix, ``-``/``_``/space, case). Two candidates -> not resolved.
 2. Arguments: ``parse_json_lenient`` (see ``_jsonrepair``); a JSON string holding an object
    is unwrapped (``double_encoded``).
-3. Lossless coercion to the schema's types (``_coerce``): ``"5"`` -> 5, ``"true"`` -> true,
+3. Arguments the schema does not declare are dropped (``unknown_arguments``): a key outside the
+   top level's ``properties`` (and ``required``), unless ``additionalProperties`` allows more (``true`` or a schema)
+   or a ``patternProperties`` pattern matches it. A client's function takes the parameters it
+   declares (pydantic-ai and LangChain tools fail on an unexpected keyword, a strict schema rejects
+   it): the model's extra ``result: 270`` is no argument. A schema without ``properties`` keeps all.
+4. Lossless coercion to the schema's types (``_coerce``): ``"5"`` -> 5, ``"true"`` -> true,
    5.0 -> 5, 12 -> ``"12"`` for strings, a JSON string for an object/array parameter, one value
    -> a one-item array, a case-insensitive enum match.
-4. Validation with ``jsonschema`` (the schema's declared draft, else 2020-12). An invalid
+5. Validation with ``jsonschema`` (the schema's declared draft, else 2020-12). An invalid
    tool schema is logged, remembered on the index and only its ``required`` list checked.
-5. Canonical JSON.
+6. Canonical JSON.
 
 Repair names (stable; metrics count them): name_quotes, name_prefix, name_separator,
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
-double_encoded, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes (only when the
-repaired arguments validate: it guesses which quotes close a string). The formats add their own
+double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes
+(only when the repaired arguments validate: it guesses which quotes close a string). The formats add their own
 (``_calls``: json_as_string; react: plain_input, name_next_line, partial_stop; hermes: plain_input).
 """
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -309,15 +315,43 @@ def _coerce_and_validate(
     index: ToolIndex, name: str, value: dict[str, Any]
 ) -> tuple[str | None, str | None, list[str]]:
     """``(canonical arguments or None, error or None, coercion repairs)`` for parsed arguments."""
-    coercer = Coercer(index.tools[name].parameters)
+    schema = index.tools[name].parameters
+    coercer = Coercer(schema)
+    value, dropped = _declared_only(schema, value)
+    if dropped:
+        coercer.repairs.append("unknown_arguments")
     try:
-        value = coercer.coerce(value, index.tools[name].parameters)
+        value = coercer.coerce(value, schema)
         error = index.validate(name, value)
         return (canonical_json(value) if error is None else None), error, coercer.repairs
     except RecursionError:
         return None, "arguments are nested too deeply", coercer.repairs
     except (ValueError, TypeError) as exc:
         return None, f"arguments cannot be encoded as JSON: {_clip(str(exc), 80)}", coercer.repairs
+
+
+def _declared_only(schema: Any, value: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``value`` without the top-level keys the schema does not declare (step 3); whether any went."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping) or schema.get("additionalProperties", False) is not False:
+        return value, False
+    required = schema.get("required")
+    declared = {*props, *(required if isinstance(required, list) else ())}
+    patterns = schema.get("patternProperties")
+    kept = {
+        k: v for k, v in value.items() if k in declared or (isinstance(patterns, Mapping) and _any_match(patterns, k))
+    }
+    return kept, len(kept) != len(value)
+
+
+def _any_match(patterns: Mapping[str, Any], key: str) -> bool:
+    for pattern in patterns:
+        try:
+            if re.search(pattern, key):
+                return True
+        except (re.error, TypeError):
+            return True  # a pattern Python cannot read: keep the key, the validator judges
+    return False
 
 
 def _guessed_repairs(index: ToolIndex, name: str, raw: Any) -> tuple[str, tuple[str, ...]] | None:

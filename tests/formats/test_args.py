@@ -320,8 +320,27 @@ def test_nested_required_and_additional_properties() -> None:
     }
     idx = ToolIndex([tool("t", schema)])
     assert finalize_call(idx, "t", '{"opts": {}}').error == "missing required parameter 'opts.k'"
-    assert finalize_call(idx, "t", '{"other": 1}').error == "unexpected parameter 'other'"
     assert finalize_call(idx, "t", '{"opts": {"k": "v", "z": 1}}').error == "unexpected parameter 'opts.z'"
+
+
+@pytest.mark.parametrize(
+    ("extra", "kept"),
+    [
+        ({}, False),  # undeclared: a function's signature takes only what it declares
+        ({"additionalProperties": False}, False),
+        ({"additionalProperties": True}, True),
+        ({"additionalProperties": {"type": "integer"}}, True),
+        ({"patternProperties": {"^res": {}}}, True),
+    ],
+)
+def test_an_argument_the_schema_does_not_declare_is_dropped(extra: dict[str, Any], kept: bool) -> None:
+    """Seen with the 0.5B model: ``add(a=200, b=70, result=270)``; the client's function has no ``result``."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], **extra}
+    outcome = finalize_call(ToolIndex([tool("add", schema)]), "add", '{"a": 200, "result": 270}')
+    assert outcome.ok and json.loads(outcome.arguments or "") == ({"a": 200, "result": 270} if kept else {"a": 200})
+    assert ("unknown_arguments" in outcome.repairs) is not kept
+    free = finalize_call(ToolIndex([tool("f", {"type": "object"})]), "f", '{"anything": 1}')
+    assert free.ok and free.arguments == '{"anything":1}' and not free.repairs  # no properties: nothing declared
 
 
 def test_errors_are_short_for_huge_values() -> None:
