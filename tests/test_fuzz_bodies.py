@@ -362,7 +362,9 @@ async def test_generated_bodies_never_get_a_5xx(start_proxy: Any, tmp_path: Path
             asyncio.run_coroutine_threadsafe(send(*request), loop).result(timeout=30)
 
         await asyncio.wait_for(asyncio.to_thread(run), timeout=300)
-    assert statuses[200] >= 40, statuses  # most bodies get through to the upstream and back
+    # a good share of bodies get through to the upstream and back (since odd response ids and over-long
+    # model names are 400s, fewer of the generated ones do: 39 and 44 of 200 seen)
+    assert statuses[200] >= 30, statuses
 
 
 # ---- a schema that passes the check is safe for every reader ------------------------------------------
