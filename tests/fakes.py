@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,9 @@ class Reply:
     stall: tuple[int, float] = (0, 0.0)  # (pieces, seconds): sleep that long after writing that many pieces
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After, ...)
+    # the answer's text made from the request body (an "echo model" repeating what it was told):
+    # streamed in 5-character pieces when the request streams, else one completion
+    respond: Callable[[dict[str, Any]], str] | None = None
 
 
 @dataclass
@@ -60,6 +63,8 @@ class FakeUpstream:
         self.paths.append(request.path)
         self.headers.append(dict(request.headers))
         reply = self._next()
+        if reply.respond is not None:
+            reply = _responding(reply, self.requests[-1])
         if reply.hang:
             await asyncio.sleep(reply.hang)
         if not reply.pieces:
@@ -99,6 +104,27 @@ class FakeUpstream:
             self.disconnected[index] = True
             raise
         return resp
+
+
+def _responding(reply: Reply, body: dict[str, Any]) -> Reply:
+    """``reply`` with its text made from the request ``body``."""
+    assert reply.respond is not None
+    text = reply.respond(body)
+    if body.get("stream"):
+        return Reply(pieces=text_stream([text[i : i + 5] for i in range(0, len(text), 5)]))
+    return Reply(body=completion(text))
+
+
+def last_message(body: dict[str, Any]) -> str:
+    """An echo model's answer: the text of the last message it was sent."""
+    content = body["messages"][-1].get("content")
+    return content if isinstance(content, str) else ""
+
+
+def system_prompt(body: dict[str, Any]) -> str:
+    """An echo model's answer: the system message it was sent (empty when there is none)."""
+    first = body["messages"][0]
+    return str(first.get("content") or "") if first.get("role") == "system" else ""
 
 
 def completion(

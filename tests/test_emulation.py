@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from toolshim.chat.builder import NO_ANSWER_CALL
 from toolshim.formats import FORMATS, ToolCallRecord, get_format
 
 from tests.checked import RecordingTransport, checked_openai
@@ -27,6 +28,7 @@ WEATHER = [OPENAI_TOOLS["get_weather"]]
 ALL_TOOLS = list(OPENAI_TOOLS.values())
 FORMAT_NAMES = sorted(FORMATS)
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+CALLED = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
 
 
 def call_text(fmt: str, name: str = "get_weather", args: dict[str, Any] | None = None) -> str:
@@ -492,33 +494,44 @@ async def test_call_written_despite_tool_choice_none_stays_out(
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
 @pytest.mark.parametrize("stream", [False, True])
-async def test_only_a_call_despite_tool_choice_none_is_answered_with_its_words(
+async def test_only_a_call_despite_tool_choice_none_is_never_answered_with_its_words(
     start_proxy, fake_upstream, fmt: str, stream: bool
 ) -> None:
     """Seen in the demo: after a tool result the model called again; with tool_choice "none" the answer was
-    empty. The call's words (never its markup) are the answer then."""
+    empty, then its words (``get_weather`` / ``city: Paris``), which the client kept and the model copied.
+    Now: the latest tool results when there are any, else a note that there is no answer."""
     proxy = await start_proxy(models=emulated(fmt, max_repair_retries=0))
     fake_upstream.script(Reply(pieces=text_stream(pieces(call_text(fmt)))))
     result = await ask(proxy, stream, tool_choice="none")
     message = result["choices"][0]["message"]
     assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
-    assert message["content"].split("\n") == ["get_weather", "city: Paris"]
+    assert message["content"] == NO_ANSWER_CALL
+    history = [
+        *USER,
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": CALLED}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 21 C"},
+    ]
+    result = await ask(proxy, stream, tool_choice="none", messages=history)
+    assert result["choices"][0]["message"]["content"] == "Sunny, 21 C"
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
 async def test_only_a_call_despite_tool_choice_none_is_asked_again_for_text(
-    start_proxy, fake_upstream, fmt: str
+    start_proxy, fake_upstream, fmt: str, stream: bool
 ) -> None:
-    """Seen in the demo (pythonic): under tool_choice "none" the model wrote a call again; the re-ask must not
-    offer "or call a tool", and the answer it gives is the client's."""
+    """Seen in the demo (pythonic): under tool_choice "none" the model wrote a call again. It is asked once
+    more for a plain answer, never offered "or call a tool"; the answer it gives is the client's."""
     proxy = await start_proxy(models=emulated(fmt))
     fake_upstream.script(
         Reply(pieces=text_stream(pieces(call_text(fmt)))), Reply(pieces=text_stream(["It is sunny in Paris."]))
     )
-    result = await ask(proxy, False, tool_choice="none")
+    result = await ask(proxy, stream, tool_choice="none")
     reask = fake_upstream.requests[1]["messages"][-1]
-    assert reask["role"] == "user" and "Answer the user in plain text" in reask["content"]
-    assert "call a tool" not in reask["content"]
+    assert reask == {
+        "role": "user",
+        "content": "No tool can be called in this reply: answer the user now in plain text.",
+    }
     assert result["choices"][0]["message"]["content"] == "It is sunny in Paris."
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.chat.echo import EchoFilter, Instructions
-from toolshim.chat.mentions import WrapperMentions
+from toolshim.chat.mentions import WrapperMentions, WrapperTags
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import ask, emulated
@@ -82,3 +82,22 @@ async def test_the_client_gets_no_wrapper_tag(
         assert content.strip() == "It is sunny. The result is returned inside"
     else:
         assert content.strip().startswith("It is sunny.") and content.strip().endswith(ending)
+
+
+TAGS = ["<tool_response>", "</tool_response>", "<tool_name>", "</tool_name>", "<result>", "</result>"]
+
+
+def untagged(text: str, cuts: list[int]) -> str:
+    tags, out, start = WrapperTags(TAGS), [], 0
+    for cut in [*sorted(c for c in cuts if c <= len(text)), len(text)]:
+        out.append(tags.feed(text[start:cut]))
+        start = max(start, cut)
+    return "".join(out) + tags.flush()
+
+
+@given(st.lists(st.integers(0, 120), max_size=8))
+def test_a_repeated_results_wrapper_tags_go_in_any_split(cuts: list[int]) -> None:
+    """morph_xml's result wrapper, repeated by the model: its tags go (a tag alone on its line with its line
+    break), the result and other tags stay."""
+    text = '<result>\n{"temperature": 21}\n</result>\nIt is <b>21</b> C.</resu'
+    assert untagged(text, cuts) == '{"temperature": 21}\nIt is <b>21</b> C.</resu'

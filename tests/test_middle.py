@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolshim.chat.builder import Attempt, ResponseBuilder
+from toolshim.chat.builder import NO_ANSWER, NO_ANSWER_CALL, Attempt, ResponseBuilder
 from toolshim.chat.chunks import ChunkFactory, accumulate
 from toolshim.chat.turn import ChatTurn
 from toolshim.formats import (
@@ -241,14 +241,22 @@ def test_calls_withdrawn_are_counted_not_sent() -> None:
     attempt = Attempt()
     assert builder.feed([ToolCallStart(0, "f"), ToolCallEnd(0, "f", '{"x": 1}')], attempt) == []
     assert builder.tally.sanitized == 1
-    # nothing else came: the withheld call's words are the answer, never its markup and never nothing
-    assert builder.finish(attempt, include_usage=True) == [("text", "f\nx: 1"), ("finish", "stop")]
+    # nothing else came: never the call's words (a client keeps them for the model to copy), never nothing
+    assert builder.finish(attempt, include_usage=True) == [("text", NO_ANSWER_CALL), ("finish", "stop")]
+
+
+def test_withheld_call_with_tool_results_is_answered_with_the_results() -> None:
+    builder = ResponseBuilder(ListRenderer(), calls_withdrawn=True, call_ids=ids(), results='{"temp": 21}')
+    attempt = Attempt()
+    assert builder.feed([ToolCallEnd(0, "f", '{"x": 1}')], attempt) == []
+    assert builder.finish(attempt, include_usage=False) == [("text", '{"temp": 21}'), ("finish", "stop")]
 
 
 @pytest.mark.parametrize(("finish", "reason"), [("length", "length"), ("stop", "stop"), (None, "stop")])
 def test_finish_without_calls(finish: str | None, reason: str) -> None:
+    """Nothing at all: a note says so, never an empty answer."""
     builder = ResponseBuilder(ListRenderer())
-    assert builder.finish(Attempt(finish=finish), include_usage=False) == [("finish", reason)]
+    assert builder.finish(Attempt(finish=finish), include_usage=False) == [("text", NO_ANSWER), ("finish", reason)]
     assert builder.deadline_finish() == ("finish", "length")
 
 
@@ -258,4 +266,5 @@ def test_chat_chunks_accumulate_to_the_text(pieces: list[str]) -> None:
     attempt = Attempt()
     chunks = builder.start() + builder.feed([Text(p) for p in pieces], attempt) + builder.finish(attempt, False)
     message = accumulate(chunks)["choices"][0]["message"]
-    assert message["content"] == "".join(pieces)
+    text = "".join(pieces)
+    assert message["content"] == (text if text.strip() else text + NO_ANSWER)

@@ -2,10 +2,11 @@
 decoder -> parser -> builder -> chat chunks (or, through ``responses``, Responses events).
 
 ``turn`` (with ``schemas``, ``toolschema`` and ``limits``) parses and validates a request once;
-``policies`` and ``toolrank`` decide what the model is offered; ``rewrite`` renders the upstream
-request; ``modes`` picks native, emulated or auto; ``emulation`` is the I/O loop and the re-ask
+``policies`` (with ``repeats``) and ``toolrank`` decide what the model is offered; ``rewrite`` renders the
+upstream request; ``modes`` picks native, emulated or auto; ``emulation`` is the I/O loop and the re-ask
 decision; ``builder`` (sans-IO) turns parser events into items, with ``echo``, ``mentions``,
-``stops`` and ``usage`` as its filters and counters; ``chunks`` renders chat-completion chunks.
+``plaincalls``, ``stops`` and ``usage`` as its filters and counters; ``chunks`` renders chat-completion
+chunks.
 May import ``formats``, ``constrain``, ``upstream``, ``config``, ``wire`` and ``observe``; never the
 server or ``responses``.
 """

@@ -17,14 +17,26 @@ import json
 import logging
 import secrets
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
-from ..formats import Event, Malformed, Reasoning, SecondToolStarted, Text, ToolCallArgs, ToolCallEnd, ToolCallStart
+from ..formats import (
+    Event,
+    Malformed,
+    Reasoning,
+    SecondToolStarted,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolSpec,
+)
 from ..formats.base import FinishReason
-from ..formats.plain import plain_text
 from .echo import MAX_MISSES, EchoFilter, Instructions
+from .mentions import WrapperTags
+from .plaincalls import PlainCalls
+from .repeats import call_key
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +44,12 @@ Item = TypeVar("Item")
 Item_co = TypeVar("Item_co", covariant=True)
 _ALPHABET = string.ascii_letters + string.digits
 TextBeforeCall = Literal["content", "reasoning", "drop"]
+
+
+# the answer when the model gave none (no text, no call, no tool result to show): never toolshim's
+# instructions and never a call's words, which a client would keep in its history for the model to copy
+NO_ANSWER = "(No answer: the model's reply was empty.)"
+NO_ANSWER_CALL = "(No answer: the model replied only with a tool call that could not be made here.)"
 
 
 def new_call_id() -> str:
@@ -72,6 +90,7 @@ class Attempt:
     usage: dict[str, int] | None = None  # the latest usage this attempt reported (some servers repeat it)
     call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
     withheld: int = 0  # calls written under tool_choice "none" (kept out of the answer)
+    repeated: list[str] = field(default_factory=list)  # names of calls kept back: their result is in the history
 
 
 @dataclass(slots=True)
@@ -114,12 +133,17 @@ class ResponseBuilder(Generic[Item]):
         call_ids: Callable[[], str] = new_call_id,
         buffered: bool = False,
         instructions: Instructions | None = None,
+        tools: Sequence[ToolSpec] = (),
+        answered: frozenset[str] = frozenset(),
+        results: str = "",
+        examples: Callable[[], frozenset[str]] = frozenset,
+        wrapper_tags: Sequence[str] = (),
     ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
         # text that precedes a call: content, reasoning or drop (the last two hold text until it is known)
         self.text_before_call = text_before_call
-        self.calls_withdrawn = calls_withdrawn  # tool_choice none: calls written anyway are dropped
+        self.calls_withdrawn = False  # tool_choice none: calls written anyway are dropped (withdraw_calls)
         self.stream_arguments = stream_arguments
         # the client reads the whole answer at the end: a re-asked attempt's text can be taken back
         self.buffered = buffered
@@ -134,12 +158,29 @@ class ResponseBuilder(Generic[Item]):
         self._echo: _Echo | None = None  # a re-ask's repetition of that content, being skipped
         # the model's repetition of toolshim's own instructions never reaches the client
         # a paraphrase of the instructions needs its whole sentence: judged where nothing streams
-        self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions else None
+        self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions is not None else None
+        self._tags = WrapperTags(wrapper_tags) if wrapper_tags else None  # a repeated result's wrapper goes
+        self._tools = tools  # the request's tools: a call written as plain lines names one of them
+        self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
+        self._answered = answered  # calls (repeats.call_key) whose result the history holds: not sent again
+        self._results = results  # the latest tool results' text: the answer when the model gives none
+        # the calls the instructions show (their worked example), worked out only when the model copies them
+        self._example_source = examples
+        self._examples: frozenset[str] | None = None
+        self._echoes_before = 0  # the echo filter's drops before this attempt
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
-        # the latest block that became no call (malformed, or a call under tool_choice "none"), as written:
-        # the last resort for content
-        self._unused_raw = ""
+        self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
+        if calls_withdrawn:
+            self.withdraw_calls()
+
+    def withdraw_calls(self) -> None:
+        """No call may be made from now on (tool_choice "none", a policy, a forced answer): calls the
+        model writes are withheld, also those written as plain lines, and repeats need no answering."""
+        self.calls_withdrawn = True
+        self._answered = frozenset()
+        if self._plain_calls is None and self._tools:
+            self._plain_calls = PlainCalls(self._tools)
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -161,10 +202,10 @@ class ResponseBuilder(Generic[Item]):
         not sent again. Buffered: the attempt's held text is taken back (only the final attempt's
         text is the answer); it stays the fallback should the next attempts bring nothing.
         ``corrective``: the re-ask's message, which the model must not echo either."""
-        if self._filter is not None:
-            self._filter.flush()  # the open segment of a retried attempt is dropped with it
-            if corrective:
-                self._filter.add_instructions(corrective)
+        self._flush_filters()  # the open segment of a retried attempt is dropped with it
+        if corrective and self._filter is not None:
+            self._filter.add_instructions(corrective)
+        self._echoes_before = self._filter.dropped if self._filter is not None else 0
         self._keep_fallback()
         if self.buffered:
             self._held_text.clear()
@@ -193,9 +234,16 @@ class ResponseBuilder(Generic[Item]):
                 self.tally.cuts += 1
         return out
 
+    def end_attempt(self) -> list[Item]:
+        """The attempt's output ended: the text the filters held is judged (an echo dropped, the model's
+        own text held or sent as any other), so ``has_answer`` knows what the attempt gave."""
+        out: list[Item] = []
+        self._filtered_text(self._flush_filters(), out)
+        return out
+
     def has_answer(self) -> bool:
         """A call, or visible text (sent, held, or kept from an earlier attempt): the answer is not empty."""
-        if self.calls_sent or (self._filter is not None and self._filter.holding):
+        if self.calls_sent:
             return True
         texts = (*self._sent_text, *self._held_text, *self._attempt_text, self._fallback)
         return any(text.strip() for text in texts)
@@ -230,16 +278,15 @@ class ResponseBuilder(Generic[Item]):
         return out
 
     def _send_fallback(self, out: list[Item]) -> None:
-        """No call and no text: the model's own text from an earlier attempt, else the words of its
-        malformed block (or of a call tool_choice "none" withheld) without markup (also when the length limit
-        cut it: the finish then says ``length``)."""
+        """No call and no text: the model's own text from an earlier attempt, else the latest tool results
+        as the client sent them, else a note that there is no answer (also when the length limit cut the
+        answer: the finish then says ``length``). Never toolshim's instructions, never a call's words (a
+        client keeps the answer in its history, and the model copies what it finds there)."""
         text = "".join(self._attempt_text) or self._fallback
-        if not text.strip() and self._unused_raw.strip():
-            text = plain_text(self._unused_raw)
-            if self._filter is not None:
-                text = (self._filter.feed(text) + self._filter.flush()).strip()
-        if text.strip():
-            self._send_text(text, out)
+        if not text.strip():  # the results pass the echo filter too: a shortened result's cut marker is toolshim's
+            results = self._filter.feed(self._results) + self._filter.flush() if self._filter else self._results
+            text = results if results.strip() else NO_ANSWER_CALL if self._unused_call else NO_ANSWER
+        self._send_text(text, out)
 
     def deadline_finish(self) -> Item:
         """The request ran out of time after items were sent: end as cut by length."""
@@ -250,7 +297,20 @@ class ResponseBuilder(Generic[Item]):
     def _text(self, text: str, out: list[Item]) -> None:
         if self._filter is not None:
             text = self._filter.feed(text)
+        if self._tags is not None:
+            text = self._tags.feed(text)
+        if self._plain_calls is not None:
+            text = self._plain_calls.feed(text)
         self._filtered_text(text, out)
+
+    def _flush_filters(self) -> str:
+        """The text the filters still hold: a call, a re-ask or the end closes the open segment and line."""
+        text = self._filter.flush() if self._filter is not None else ""
+        if self._tags is not None:
+            text = self._tags.feed(text) + self._tags.flush()
+        if self._plain_calls is not None:
+            text = self._plain_calls.feed(text) + self._plain_calls.flush()
+        return text
 
     def _filtered_text(self, text: str, out: list[Item]) -> None:
         if text:
@@ -273,8 +333,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _release_held(self, out: list[Item], before_call: bool = False) -> None:
         """Send the held text: at the end as content; before a call as ``text_before_call`` says."""
-        if self._filter is not None:  # a call or the end closes the open segment
-            self._filtered_text(self._filter.flush(), out)
+        self._filtered_text(self._flush_filters(), out)  # a call or the end closes the open segment
         self._echo = None  # a call or the end: nothing more is a repetition
         if not self._held_text:
             return
@@ -304,11 +363,18 @@ class ResponseBuilder(Generic[Item]):
         if self.calls_withdrawn:  # tool_choice "none": a call written anyway is kept out of the content
             self.tally.sanitized += 1
             attempt.withheld += 1
-            self._unused_raw = f"{event.name}\n{event.arguments}"  # its words, should nothing else come
+            self._unused_call = True
             return
         state = self._open.pop(event.index, None)
         if self._repeats(event, attempt) and state is None:
             return  # the same call again in one turn: a model writing on in a loop, cut there
+        if state is None and self._copied_example(event):
+            self.tally.sanitized += 1  # the prompt's worked example, repeated with the rest of it: no call
+            return
+        if state is None and call_key(event.name, event.arguments) in self._answered:
+            attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
+            self._unused_call = True
+            return
         self._release_held(out, before_call=True)
         if state is None:
             index = self.calls_sent
@@ -326,12 +392,21 @@ class ResponseBuilder(Generic[Item]):
         self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
         self.tally.repairs.extend(event.repairs)
 
+    def _copied_example(self, event: ToolCallEnd) -> bool:
+        """A call that is the instructions' worked example, in an attempt that repeated instructions: the
+        model copied the prompt (a genuine call with the example's values comes without an echo)."""
+        if self._filter is None or self._filter.dropped <= self._echoes_before:
+            return False
+        if self._examples is None:
+            self._examples = self._example_source()
+        return call_key(event.name, event.arguments) in self._examples
+
     def _repeats(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """Is this call a repeat of one made earlier in the attempt? Then the turn is cut after it.
 
         With several calls allowed the stop after a call block is dropped, and a small model that
         has made its call(s) often writes the same call again and again until the token limit."""
-        key = event.name + "\0" + _canonical(event.arguments)
+        key = call_key(event.name, event.arguments)
         if key not in attempt.call_keys:
             attempt.call_keys.add(key)
             return False
@@ -341,7 +416,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _malformed(self, event: Malformed, attempt: Attempt) -> None:
         attempt.malformed.append(event)
-        self._unused_raw = event.raw
+        self._unused_call = True
         self.tally.parse_outcomes.append("malformed")
         self.tally.sanitized += 1
         if event.index is not None and self._open.pop(event.index, None) is not None:
@@ -388,11 +463,3 @@ def _same_json(a: str, b: str) -> bool:
         return bool(json.loads(a) == json.loads(b))
     except ValueError:
         return False
-
-
-def _canonical(arguments: str) -> str:
-    """The arguments with key order and spacing left out, for comparing two calls."""
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
-        return arguments

@@ -2,8 +2,9 @@
 
 Small models often echo the tool prompt ("To call the tools, write a tool block: Rules: ...",
 "Call at most one tool per turn.") before or instead of answering. The client must never see
-that. The filter compares the model's text with the instructions actually rendered for this
-request (the system prompt, and any corrective re-ask message), not with a list of strings.
+that. The filter compares the model's text with the texts actually injected into this request's
+conversation (``EmulationPlan.injected``: the tool prompt, a policy's instruction, the result wrappers
+and markers; then each re-ask's or forced answer's message), not with a list of strings.
 
 The text is judged in segments: a line, or a sentence within a line (ended by ``.``, ``!``,
 ``?`` or ``:``; a segment end does not depend on what follows, so any split of the text gives
@@ -16,9 +17,6 @@ a tool's name, "Paris" from a parameter's example) is an echo only next to one, 
 segments that together have ``MIN_WORDS`` words, every trigram of them in the instructions (the short
 lines of a copied worked example: ``title: Shopping list`` / ``priority: 2`` / ``tags:``): it is held
 until the next segment decides, and shown when that one is the model's own text.
-
-A segment made only of the request's tool and parameter names (``Instructions(names=...)``) is never an
-echo: it is the model naming its call (a malformed block shown as words: ``european_history_leader_info``).
 
 A segment is held back only while it can still turn out to be an echo: when its first word is one
 the instructions lack, or at the first trigram (or second word) they lack, it is released and the
@@ -44,6 +42,7 @@ MAX_HELD = 4000  # characters held for one segment at most; past it the segment 
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _SEGMENT_END = re.compile(r"[.!?:\n]")
+_TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")
 _WORD_CHARS = "'\u2019"
 
 
@@ -65,12 +64,9 @@ def _segments(text: str) -> list[str]:
 class Instructions:
     """The n-gram index of the instruction texts one request rendered."""
 
-    __slots__ = ("own", "prefixes", "segments", "trigrams", "vocabulary")
+    __slots__ = ("prefixes", "segments", "trigrams", "vocabulary")
 
-    def __init__(self, texts: Iterable[str] = (), names: Iterable[str] = ()) -> None:
-        # the words of the request's tool and parameter names: a segment of only those is a call the model
-        # wrote (``get_weather`` / ``city: Paris`` in a malformed block's words), not an echo
-        self.own: set[str] = {word for name in names for word in _words(name)}
+    def __init__(self, texts: Iterable[str] = ()) -> None:
         self.trigrams: set[tuple[str, str, str]] = set()
         self.vocabulary: set[str] = set()
         self.segments: set[tuple[str, ...]] = set()
@@ -79,7 +75,15 @@ class Instructions:
             self.add(text)
 
     def add(self, text: str) -> None:
-        """Index another instruction text (a re-ask's corrective message)."""
+        """Index another instruction text (a re-ask's corrective message), also as it reads once the
+        parser has taken its tags out ("One <param:...> element per parameter" echoed as "One element per
+        parameter")."""
+        self._add(text)
+        untagged = _TAG.sub("", text)
+        if untagged != text:
+            self._add(untagged)
+
+    def _add(self, text: str) -> None:
         for segment in _segments(text):
             words = _words(segment)
             if words:
@@ -146,11 +150,6 @@ class EchoFilter:
             start = match.end()
         out.append(self._take(text[start:]))
         return "".join(out)
-
-    @property
-    def holding(self) -> bool:
-        """Whether text is held that may still be shown (the open segment, short segments)."""
-        return bool(self._held.strip() or "".join(self._short).strip())
 
     def add_instructions(self, text: str) -> None:
         """A re-ask's corrective message: the model must not echo it either."""
@@ -226,9 +225,6 @@ class EchoFilter:
                 self._short.append(held)
                 return ""
             return "" if self._after_drop else held
-        if self._index.own.issuperset(words):  # only tool and parameter names: the model's own call
-            self._after_drop = False
-            return self._take_short() + held
         if len(words) >= MIN_WORDS and (_all_known(words, self._index) or _paraphrase(words, misses, best_run)):
             self._drop_short()  # the short segments before it were part of the echo
             return ""

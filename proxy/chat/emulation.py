@@ -14,6 +14,13 @@ in ``NoValidToolCall`` (or the text, with the rule's ``on_missing_call: "text"``
 repetition of text the client already has is skipped by the builder. What happened is reported to
 metrics once, at the end.
 
+A plain answer is asked for where no call can help: the model only repeated calls whose results the
+history holds (``repeat``), or wrote nothing but a call when none may be made (``answer``); the next
+attempts run with the tools withdrawn (``EmulationPlan.answering``). Every text toolshim put into the
+conversation (the plan's ``injected`` texts, each re-ask's message) is known to the builder's echo
+filter: a small model repeats the last message it was sent, and what it repeats of toolshim's never
+reaches the client.
+
 A re-ask must be able to help: it names what was wrong, samples at least the rule's
 ``reask_temperature``, and an attempt that repeats an earlier one word for word ends the re-asks.
 Usage the upstream did not report is counted (``usage.settle_usage``) when the answer carries it.
@@ -79,11 +86,16 @@ class Emulator:
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
             wants_call=plan.wants_call,
-            calls_withdrawn=plan.tool_choice.mode == "none",
+            calls_withdrawn=plan.calls_withdrawn,
             stream_arguments=rule.stream_arguments,
             text_before_call=rule.text_before_call,
             buffered=buffered,  # the client reads the answer whole: only the final attempt's text counts
-            instructions=Instructions([plan.instructions], names=plan.call_names),
+            instructions=Instructions(plan.injected),  # every text toolshim put into the conversation
+            tools=plan.parse_tools,
+            answered=plan.answered,
+            results=plan.results,
+            examples=plan.example_calls,
+            wrapper_tags=plan.wrapper_tags,
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
@@ -113,15 +125,20 @@ class Emulator:
                     yield chunk
             finally:
                 await upstream_stream.aclose()
+            if not self._stop_reading(attempt):  # else a repair follows: the open text goes with the attempt
+                for chunk in self._emit(self.builder.end_attempt()):
+                    yield chunk
             spent.append(AttemptUsage(body["messages"], "".join(attempt.raw), attempt.usage))
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
             if reask is None or self._repeated(attempt, seen):
                 break
             reason, message = reask
-            repairs_left -= reason in ("repair", "empty")
+            repairs_left -= reason in ("repair", "empty", "answer")
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
+            if reason in ("answer", "repeat"):
+                self._answer_plainly()
             extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
             self.builder.begin_reask(message)
             attempt_no += 1
@@ -131,6 +148,12 @@ class Emulator:
             raise NoValidToolCall(self._missing_call_message(attempt_no))
         for chunk in self._emit(self.builder.finish(attempt, self.include_usage)):
             yield chunk
+
+    def _answer_plainly(self) -> None:
+        """The next attempts answer in text: the tools withdrawn, calls written anyway withheld."""
+        self.plan = self.plan.answering()
+        self.constraint = None  # the grammar was the tools'
+        self.builder.withdraw_calls()
 
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream
@@ -245,7 +268,9 @@ class Emulator:
         """Stop early when this attempt can only end in a re-ask or an abandoned call."""
         if attempt.abandoned_call:
             return True
-        return bool(attempt.malformed) and attempt.can_repair and self.builder.calls_sent == 0 and not attempt.calls
+        if not attempt.malformed or self.builder.calls_withdrawn:
+            return False
+        return attempt.can_repair and self.builder.calls_sent == 0 and not attempt.calls
 
     async def _record_attempt(self, attempt_no: int, attempt: Attempt) -> None:
         """Metrics for a cut, the raw text at DEBUG (``log_content``), the dump file."""
@@ -267,10 +292,19 @@ class Emulator:
         return max(max_tokens - attempt.chunks, 0) if isinstance(max_tokens, int) else 0
 
     def _reask(self, attempt: Attempt, repair_ok: bool, required_ok: bool) -> tuple[str, str] | None:
-        """``(reason, corrective message)`` when another attempt is due, else ``None``."""
+        """``(reason, message)`` when another attempt is due, else ``None``: the model's attempt and the
+        message follow the conversation. ``repeat`` and ``answer`` ask for a plain answer, the tools
+        withdrawn (``EmulationPlan.answering``)."""
         if self.builder.calls_sent or attempt.abandoned_call:
             return None
-        if attempt.malformed and repair_ok:
+        if attempt.repeated:  # only calls whose results the history holds: answer from them
+            names = ", ".join(f"`{name}`" for name in dict.fromkeys(attempt.repeated))
+            return "repeat", (
+                f"You already called {names} with these same arguments, and the result is in the conversation "
+                "above. Do not call it again: answer the user now in plain text, using that result."
+            )
+        withdrawn = self.builder.calls_withdrawn
+        if attempt.malformed and repair_ok and not withdrawn:
             reason = attempt.malformed[0].reason
             text_ok = "" if self.plan.wants_call else " If none of the available tools fits, answer in plain text."
             return "repair", (
@@ -289,8 +323,9 @@ class Emulator:
                 "format described in the instructions."
             )
         if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
-            if attempt.withheld:  # only a call, under tool_choice "none": "or call a tool" would invite another
-                return "empty", "No tool can be called in this reply. Answer the user in plain text."
+            if withdrawn or attempt.withheld:  # "or call a tool" would invite another call
+                results = ", using the tool results above" if self.plan.results else ""
+                return "answer", f"No tool can be called in this reply: answer the user now in plain text{results}."
             return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
                 "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
                 "described in the instructions."

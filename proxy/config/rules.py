@@ -198,6 +198,8 @@ class ModelRule(_Strict):
     # conversation policies
     max_consecutive_tool_turns: int | None = Field(None, ge=1)
     max_repeated_calls: int | None = Field(3, ge=2)
+    # emulated: a call that repeats one of the loop (repeats.py) is not returned; the model answers from its result
+    answer_repeated_calls: bool = True
     max_consecutive_tool_errors: int | None = Field(3, ge=1)
     tool_error_pattern: str = r"^\s*(error|exception|traceback)\b"
     max_tools: int | None = Field(None, ge=1)
