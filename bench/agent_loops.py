@@ -59,7 +59,7 @@ if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on th
     sys.path.insert(0, str(ROOT))
 
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
-from bench.loop_clients import FRAMEWORKS, LoopContext, LoopEnd  # noqa: E402
+from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
 from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import LocalModelError  # noqa: E402
@@ -432,7 +432,8 @@ def rejudge(path: Path) -> str:
     records = [LoopRecord(**raw) for raw in data["loops"]]
     for record in records:
         box = Toolbox([Call(c[: c.index("(")], json.loads(c[c.index("(") + 1 : -1])) for c in record.calls])
-        end = None if record.error else LoopEnd(capped=True) if record.kind == "capped" else LoopEnd(record.answer)
+        capped = record.kind == "capped" or record.answer == LANGGRAPH_OUT_OF_STEPS
+        end = None if record.error else LoopEnd(capped=True) if capped else LoopEnd(record.answer)
         if end is not None and not end.capped:
             record.markup = markup_in_answer(end.answer, sorted(TOOLS))
             if record.upstream_texts:

@@ -176,7 +176,12 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
         )
     except GraphRecursionError:
         return LoopEnd(capped=True)
-    return LoopEnd(answer=_text_of(state["messages"][-1].content))
+    answer = _text_of(state["messages"][-1].content)
+    return LoopEnd(capped=True) if answer == LANGGRAPH_OUT_OF_STEPS else LoopEnd(answer=answer)
+
+
+# What create_react_agent answers itself when the model still calls tools at its last step.
+LANGGRAPH_OUT_OF_STEPS = "Sorry, need more steps to process this request."
 
 
 def _kwargs_runner(tool: Tool, box: Toolbox) -> Callable[..., str]:
