@@ -467,12 +467,17 @@ async def run_all(
     repeat: int,
     quiet: bool = False,
     save: Path | None = None,
+    done: Sequence[LoopRecord] = (),
 ) -> list[LoopRecord]:
-    """Every task through every loop, ``repeat`` times; ``save``: every record so far, after each loop."""
-    records: list[LoopRecord] = []
+    """Every task through every loop, ``repeat`` times, but those ``done`` already (kept first);
+    ``save``: every record so far, after each loop (what ``--resume`` reads)."""
+    records = list(done)
+    finished = {(r.framework, r.task, r.repeat) for r in done}
     for r in range(repeat):
         for task in tasks:
             for framework in frameworks:
+                if (framework, task.name, r) in finished:
+                    continue
                 record = await run_loop(bench, framework, task, r)
                 records.append(record)
                 if save is not None:
@@ -613,6 +618,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--upstream-model", help="the model name --upstream serves")
     parser.add_argument("--json", type=Path, default=Path("agent-loops.json"), help="results file (%(default)s)")
     parser.add_argument("--label", help="a name for this configuration in the output")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the loops --json already holds (same options!), run the rest"
+    )
     parser.add_argument("--rejudge", type=Path, help="judge a results file again with the current checks, and stop")
     args = parser.parse_args(argv)
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
@@ -630,6 +638,10 @@ async def main_async(args: argparse.Namespace) -> int:
     frameworks = args.frameworks.split(",")
     tasks = [TASKS_BY_NAME[name] for name in args.tasks.split(",")]
     began = time.monotonic()
+    done: list[LoopRecord] = []
+    if args.resume and args.json.exists():
+        done = [LoopRecord(**raw) for raw in json.loads(args.json.read_text(encoding="utf-8"))["loops"]]
+        print(f"[setup] {len(done)} loops already in {args.json}; running the others")
     with local_stack.services_stopped_on_exit() as started:
         if args.upstream:
             upstream_root, upstream_model = args.upstream.rstrip("/").removesuffix("/v1"), args.upstream_model
@@ -658,7 +670,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 args.loop_timeout,
                 args.request_timeout,
             )
-            records = await run_all(bench, frameworks, tasks, args.repeat, save=args.json)
+            records = await run_all(bench, frameworks, tasks, args.repeat, save=args.json, done=done)
         finally:
             for relay in (client_relay, upstream_relay):
                 # a loop cut at its time cap may leave a request in flight; the relay's shutdown waits for it

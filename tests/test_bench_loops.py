@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from toolshim.config.rules import load_rules as toolshim_rules
@@ -18,6 +19,7 @@ from bench.agent_loops import (
     markup_in_answer,
     parse_args,
     rejudge,
+    run_all,
     tables,
     texts_sent,
     toolshim_text_in,
@@ -319,3 +321,10 @@ def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) 
     table = rejudge(path)
     assert "| openai | A |" in table and "| langgraph | C |" in table
     assert [r["kind"] for r in json.loads(path.read_text())["loops"]] == ["wrong_answer", "capped"]
+
+
+async def test_resumed_runs_skip_the_loops_done() -> None:
+    done = [LoopRecord(fw, "no_tool", 0, kind="ok", correct=True) for fw in ("openai", "langgraph")]
+    bench = SimpleNamespace()  # no loop is left to run, so nothing of the stack is touched
+    records = await run_all(bench, ["openai", "langgraph"], [TASKS_BY_NAME["no_tool"]], 1, quiet=True, done=done)  # type: ignore[arg-type]
+    assert records == done
