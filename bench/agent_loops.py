@@ -641,6 +641,8 @@ async def main_async(args: argparse.Namespace) -> int:
     done: list[LoopRecord] = []
     if args.resume and args.json.exists():
         done = [LoopRecord(**raw) for raw in json.loads(args.json.read_text(encoding="utf-8"))["loops"]]
+        wanted = {t.name for t in tasks}
+        done = [r for r in done if r.framework in frameworks and r.task in wanted and r.repeat < args.repeat]
         print(f"[setup] {len(done)} loops already in {args.json}; running the others")
     with local_stack.services_stopped_on_exit() as started:
         if args.upstream:
