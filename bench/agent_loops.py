@@ -283,11 +283,13 @@ def toolshim_text_in(
 
 
 def markup_in_answer(answer: str, tool_names: Sequence[str]) -> list[str]:
-    """Raw call markup in the answer: every format's, bare ``name(key=`` calls, ``name`` + ``key:`` lines."""
+    """Raw call markup in the answer: every format's, bare ``name(key=`` calls, a ``[name, args]`` list,
+    ``name`` + ``key:`` lines."""
     text = without_code(answer)
     found = [m.group(0) for m in markup_pattern(tool_names).finditer(text)]
     names = "|".join(re.escape(n) for n in sorted(tool_names, key=len, reverse=True))
     found += [m.group(0) for m in re.finditer(rf"\b(?:{names})\s*\(\s*\w+\s*=", text)]
+    found += [m.group(0) for m in re.finditer(rf"\[\s*(?:{names})\s*,", text)]
     found += [m.group(0) for m in re.finditer(rf"(?m)^\s*(?:{names})\s*:?\s*\n\s*\w+\s*[:=]", text)]
     return found
 

@@ -152,6 +152,7 @@ NAMES = sorted(TOOLS)
         'Action: get_weather\nAction Input: {"city": "Paris"}',
         "<function=get_weather><parameter=city>Paris</parameter></function>",
         '{"name": "calculator", "arguments": {"expression": "1+1"}}',
+        "[calculator, 1234 * 5678 + 9]",
     ],
 )
 def test_markup_in_an_answer_is_found(answer: str) -> None:
