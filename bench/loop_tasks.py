@@ -486,9 +486,9 @@ TASKS: tuple[Task, ...] = (
     ),
     Task(
         "no_tool",
-        "Hi! In one sentence, what is a haiku?",
+        "Hi! What is the capital of France?",
         ("get_weather", "calculator"),
-        (no_calls, says_word("poem", "poetry", "syllable", "japanese", "verse")),
+        (no_calls, says_word("paris")),
         needs_tool=False,
         summary="a general question: no tool, a direct answer",
     ),

@@ -59,7 +59,7 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("convert_length", {"value": 26.2, "from_unit": "miles", "to_unit": "kilometers"})],
         "A marathon is 42.16 km.",
     ),
-    "no_tool": ([], "A haiku is a short Japanese poem of three lines, 5-7-5 syllables."),
+    "no_tool": ([], "Hello! The capital of France is Paris."),
 }
 
 
@@ -94,7 +94,7 @@ def test_distractors_and_tools_for_a_question_that_needs_none_fail() -> None:
     box = run_calls([("get_order_status", {"order_id": "A1234"}), ("cancel_order", {"order_id": "A1234"})])
     assert TASKS_BY_NAME["order_status"].judge("It has shipped.", box.calls) == ["unrequested cancel_order executed"]
     box = run_calls([("get_weather", {"city": "Paris"})])
-    assert TASKS_BY_NAME["no_tool"].judge("A haiku is a short poem.", box.calls) != []
+    assert TASKS_BY_NAME["no_tool"].judge("It is Paris.", box.calls) != []
 
 
 def test_a_calendar_answer_that_says_it_failed_fails() -> None:
