@@ -97,6 +97,12 @@ def test_distractors_and_tools_for_a_question_that_needs_none_fail() -> None:
     assert TASKS_BY_NAME["no_tool"].judge("It is Paris.", box.calls) != []
 
 
+def test_a_tool_result_handed_on_as_the_answer_fails() -> None:
+    calls, _ = GOOD["length"]
+    problems = TASKS_BY_NAME["length"].judge('{"kilometers": 42.16}', run_calls(calls).calls)
+    assert problems == ["answer is a bare JSON value, not a sentence"]
+
+
 def test_a_calendar_answer_that_says_it_failed_fails() -> None:
     calls, _ = GOOD["calendar"]
     box = run_calls(calls)
