@@ -75,11 +75,13 @@ CODES = {
     "toolshim_text": "S",
     "empty": "0",
     "wrong_calls": "W",
+    "raw_result": "J",
     "wrong_answer": "A",
 }
 LEGEND = (
     "✓ correct   E error   T time cap   C round cap   M markup in the answer   S toolshim's text in the answer   "
-    "0 empty answer   W wrong or missing calls   A answer lacks the result"
+    "0 empty answer   W wrong or missing calls   J a bare JSON value (a tool result handed on) as the answer   "
+    "A answer lacks the result"
 )
 
 
@@ -342,6 +344,8 @@ def judge(record: LoopRecord, task: Task, end: LoopEnd | None, box: Toolbox) -> 
         record.kind = "empty"
     elif call_problems:
         record.kind = "wrong_calls"
+    elif any(p.startswith("answer is a bare JSON") for p in answer_problems):
+        record.kind = "raw_result"
     elif answer_problems:
         record.kind = "wrong_answer"
     record.correct = record.kind == "ok"
@@ -523,9 +527,9 @@ def tables(records: Sequence[LoopRecord], frameworks: Sequence[str], tasks: Sequ
     needs = {t.name for t in tasks if t.needs_tool}
     header = (
         "| framework | correct | tool tasks correct | no-tool correct | round/time cap | markup | toolshim text "
-        "| error | median rounds | median upstream requests | median tokens | median s | total s |"
+        "| bare JSON | error | median rounds | median upstream requests | median tokens | median s | total s |"
     )
-    lines += [header, "|---" * 13 + "|"]
+    lines += [header, "|---" * 14 + "|"]
     for fw in [*frameworks, "all"]:
         mine = [r for r in records if fw in ("all", r.framework)]
         if not mine:
@@ -536,7 +540,8 @@ def tables(records: Sequence[LoopRecord], frameworks: Sequence[str], tasks: Sequ
             f"| {fw} | {pct(sum(r.correct for r in mine), len(mine))} | "
             f"{pct(sum(r.correct for r in tool), len(tool))} | {pct(sum(r.correct for r in plain), len(plain))} | "
             f"{sum(r.kind in ('capped', 'timeout') for r in mine)} | {sum(bool(r.markup) for r in mine)} | "
-            f"{sum(bool(r.toolshim_text) for r in mine)} | {sum(r.kind == 'error' for r in mine)} | "
+            f"{sum(bool(r.toolshim_text) for r in mine)} | {sum(r.kind == 'raw_result' for r in mine)} | "
+            f"{sum(r.kind == 'error' for r in mine)} | "
             f"{median(r.rounds for r in mine)} | {median(r.upstream_requests for r in mine)} | "
             f"{median(r.tokens for r in mine)} | {median(r.seconds for r in mine)} | "
             f"{sum(r.seconds for r in mine):.0f} |"

@@ -270,6 +270,7 @@ def test_the_verdict_takes_the_first_failure_kind() -> None:
     assert verdict(LoopEnd(" ")) == "empty"
     assert verdict(LoopEnd("It is 18 and 25.")) == "ok"
     assert verdict(LoopEnd("Sunny.")) == "wrong_answer"
+    assert verdict(LoopEnd('{"temperature_celsius": 18}')) == "raw_result"
     box.calls.pop()
     assert verdict(LoopEnd(answer)) == "wrong_calls"
 
