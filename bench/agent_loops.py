@@ -59,7 +59,7 @@ if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on th
     sys.path.insert(0, str(ROOT))
 
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
-from bench.loop_clients import FRAMEWORKS, LoopContext, LoopEnd  # noqa: E402
+from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
 from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import LocalModelError  # noqa: E402
@@ -75,11 +75,13 @@ CODES = {
     "toolshim_text": "S",
     "empty": "0",
     "wrong_calls": "W",
+    "raw_result": "J",
     "wrong_answer": "A",
 }
 LEGEND = (
     "✓ correct   E error   T time cap   C round cap   M markup in the answer   S toolshim's text in the answer   "
-    "0 empty answer   W wrong or missing calls   A answer lacks the result"
+    "0 empty answer   W wrong or missing calls   J a bare JSON value (a tool result handed on) as the answer   "
+    "A answer lacks the result"
 )
 
 
@@ -283,11 +285,13 @@ def toolshim_text_in(
 
 
 def markup_in_answer(answer: str, tool_names: Sequence[str]) -> list[str]:
-    """Raw call markup in the answer: every format's, bare ``name(key=`` calls, ``name`` + ``key:`` lines."""
+    """Raw call markup in the answer: every format's, bare ``name(key=`` calls, a ``[name, args]`` list,
+    ``name`` + ``key:`` lines."""
     text = without_code(answer)
     found = [m.group(0) for m in markup_pattern(tool_names).finditer(text)]
     names = "|".join(re.escape(n) for n in sorted(tool_names, key=len, reverse=True))
     found += [m.group(0) for m in re.finditer(rf"\b(?:{names})\s*\(\s*\w+\s*=", text)]
+    found += [m.group(0) for m in re.finditer(rf"\[\s*(?:{names})\s*,", text)]
     found += [m.group(0) for m in re.finditer(rf"(?m)^\s*(?:{names})\s*:?\s*\n\s*\w+\s*[:=]", text)]
     return found
 
@@ -340,6 +344,8 @@ def judge(record: LoopRecord, task: Task, end: LoopEnd | None, box: Toolbox) -> 
         record.kind = "empty"
     elif call_problems:
         record.kind = "wrong_calls"
+    elif any(p.startswith("answer is a bare JSON") for p in answer_problems):
+        record.kind = "raw_result"
     elif answer_problems:
         record.kind = "wrong_answer"
     record.correct = record.kind == "ok"
@@ -432,7 +438,8 @@ def rejudge(path: Path) -> str:
     records = [LoopRecord(**raw) for raw in data["loops"]]
     for record in records:
         box = Toolbox([Call(c[: c.index("(")], json.loads(c[c.index("(") + 1 : -1])) for c in record.calls])
-        end = None if record.error else LoopEnd(capped=True) if record.kind == "capped" else LoopEnd(record.answer)
+        capped = record.kind == "capped" or record.answer == LANGGRAPH_OUT_OF_STEPS
+        end = None if record.error else LoopEnd(capped=True) if capped else LoopEnd(record.answer)
         if end is not None and not end.capped:
             record.markup = markup_in_answer(end.answer, sorted(TOOLS))
             if record.upstream_texts:
@@ -466,12 +473,17 @@ async def run_all(
     repeat: int,
     quiet: bool = False,
     save: Path | None = None,
+    done: Sequence[LoopRecord] = (),
 ) -> list[LoopRecord]:
-    """Every task through every loop, ``repeat`` times; ``save``: every record so far, after each loop."""
-    records: list[LoopRecord] = []
+    """Every task through every loop, ``repeat`` times, but those ``done`` already (kept first);
+    ``save``: every record so far, after each loop (what ``--resume`` reads)."""
+    records = list(done)
+    finished = {(r.framework, r.task, r.repeat) for r in done}
     for r in range(repeat):
         for task in tasks:
             for framework in frameworks:
+                if (framework, task.name, r) in finished:
+                    continue
                 record = await run_loop(bench, framework, task, r)
                 records.append(record)
                 if save is not None:
@@ -515,9 +527,9 @@ def tables(records: Sequence[LoopRecord], frameworks: Sequence[str], tasks: Sequ
     needs = {t.name for t in tasks if t.needs_tool}
     header = (
         "| framework | correct | tool tasks correct | no-tool correct | round/time cap | markup | toolshim text "
-        "| error | median rounds | median upstream requests | median tokens | median s | total s |"
+        "| bare JSON | error | median rounds | median upstream requests | median tokens | median s | total s |"
     )
-    lines += [header, "|---" * 13 + "|"]
+    lines += [header, "|---" * 14 + "|"]
     for fw in [*frameworks, "all"]:
         mine = [r for r in records if fw in ("all", r.framework)]
         if not mine:
@@ -528,7 +540,8 @@ def tables(records: Sequence[LoopRecord], frameworks: Sequence[str], tasks: Sequ
             f"| {fw} | {pct(sum(r.correct for r in mine), len(mine))} | "
             f"{pct(sum(r.correct for r in tool), len(tool))} | {pct(sum(r.correct for r in plain), len(plain))} | "
             f"{sum(r.kind in ('capped', 'timeout') for r in mine)} | {sum(bool(r.markup) for r in mine)} | "
-            f"{sum(bool(r.toolshim_text) for r in mine)} | {sum(r.kind == 'error' for r in mine)} | "
+            f"{sum(bool(r.toolshim_text) for r in mine)} | {sum(r.kind == 'raw_result' for r in mine)} | "
+            f"{sum(r.kind == 'error' for r in mine)} | "
             f"{median(r.rounds for r in mine)} | {median(r.upstream_requests for r in mine)} | "
             f"{median(r.tokens for r in mine)} | {median(r.seconds for r in mine)} | "
             f"{sum(r.seconds for r in mine):.0f} |"
@@ -612,6 +625,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--upstream-model", help="the model name --upstream serves")
     parser.add_argument("--json", type=Path, default=Path("agent-loops.json"), help="results file (%(default)s)")
     parser.add_argument("--label", help="a name for this configuration in the output")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the loops --json already holds (same options!), run the rest"
+    )
     parser.add_argument("--rejudge", type=Path, help="judge a results file again with the current checks, and stop")
     args = parser.parse_args(argv)
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
@@ -629,6 +645,12 @@ async def main_async(args: argparse.Namespace) -> int:
     frameworks = args.frameworks.split(",")
     tasks = [TASKS_BY_NAME[name] for name in args.tasks.split(",")]
     began = time.monotonic()
+    done: list[LoopRecord] = []
+    if args.resume and args.json.exists():
+        done = [LoopRecord(**raw) for raw in json.loads(args.json.read_text(encoding="utf-8"))["loops"]]
+        wanted = {t.name for t in tasks}
+        done = [r for r in done if r.framework in frameworks and r.task in wanted and r.repeat < args.repeat]
+        print(f"[setup] {len(done)} loops already in {args.json}; running the others")
     with local_stack.services_stopped_on_exit() as started:
         if args.upstream:
             upstream_root, upstream_model = args.upstream.rstrip("/").removesuffix("/v1"), args.upstream_model
@@ -657,7 +679,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 args.loop_timeout,
                 args.request_timeout,
             )
-            records = await run_all(bench, frameworks, tasks, args.repeat, save=args.json)
+            records = await run_all(bench, frameworks, tasks, args.repeat, save=args.json, done=done)
         finally:
             for relay in (client_relay, upstream_relay):
                 # a loop cut at its time cap may leave a request in flight; the relay's shutdown waits for it

@@ -29,9 +29,6 @@ from typing import Any, Literal
 
 from bench.loop_tasks import SYSTEM, Call, Task, Tool, Toolbox
 
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-warnings.filterwarnings("ignore", message=".*create_react_agent.*")
-
 
 @dataclass(slots=True)
 class LoopContext:
@@ -168,7 +165,9 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
         )
         for tool in ctx.task.offered()
     ]
-    agent = create_react_agent(llm, tools, prompt=SYSTEM)
+    with warnings.catch_warnings():  # moved to `langchain.agents` (not installed here), still LangGraph's own
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(llm, tools, prompt=SYSTEM)
     try:
         # one step per model turn and one per tool turn: max_rounds model turns fit, one more does not
         state = await agent.ainvoke(
@@ -176,7 +175,12 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
         )
     except GraphRecursionError:
         return LoopEnd(capped=True)
-    return LoopEnd(answer=_text_of(state["messages"][-1].content))
+    answer = _text_of(state["messages"][-1].content)
+    return LoopEnd(capped=True) if answer == LANGGRAPH_OUT_OF_STEPS else LoopEnd(answer=answer)
+
+
+# What create_react_agent answers itself when the model still calls tools at its last step.
+LANGGRAPH_OUT_OF_STEPS = "Sorry, need more steps to process this request."
 
 
 def _kwargs_runner(tool: Tool, box: Toolbox) -> Callable[..., str]:

@@ -367,6 +367,15 @@ def not_negated(answer: str, calls: Sequence[Call]) -> list[str]:
     return [f"answer says it did not work ({found.group()!r})"] if found else []
 
 
+def prose(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer is not a bare JSON value (``{"kilometers": 42.16}``: the tool result handed on)."""
+    try:
+        json.loads(answer)
+    except ValueError:
+        return []
+    return ["answer is a bare JSON value, not a sentence"]
+
+
 def _arg_text(call: Call) -> str:
     return json.dumps(call.args, ensure_ascii=False).casefold()
 
@@ -423,8 +432,9 @@ class Task:
         return [TOOLS[name] for name in self.tools]
 
     def judge(self, answer: str, calls: Sequence[Call]) -> list[str]:
-        """The problems with this loop's answer and executed calls (none: correct)."""
-        return [problem for check in self.checks for problem in check(answer, calls)]
+        """The problems with this loop's answer and executed calls (none: correct); every task's answer
+        must also be prose, not a tool result passed on as it came."""
+        return [problem for check in (*self.checks, prose) for problem in check(answer, calls)]
 
 
 TASKS: tuple[Task, ...] = (
@@ -486,9 +496,9 @@ TASKS: tuple[Task, ...] = (
     ),
     Task(
         "no_tool",
-        "Hi! In one sentence, what is a haiku?",
+        "Hi! What is the capital of France?",
         ("get_weather", "calculator"),
-        (no_calls, says_word("poem", "poetry", "syllable", "japanese", "verse")),
+        (no_calls, says_word("paris")),
         needs_tool=False,
         summary="a general question: no tool, a direct answer",
     ),

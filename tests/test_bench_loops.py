@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from toolshim.config.rules import load_rules as toolshim_rules
@@ -18,6 +19,7 @@ from bench.agent_loops import (
     markup_in_answer,
     parse_args,
     rejudge,
+    run_all,
     tables,
     texts_sent,
     toolshim_text_in,
@@ -57,7 +59,7 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("convert_length", {"value": 26.2, "from_unit": "miles", "to_unit": "kilometers"})],
         "A marathon is 42.16 km.",
     ),
-    "no_tool": ([], "A haiku is a short Japanese poem of three lines, 5-7-5 syllables."),
+    "no_tool": ([], "Hello! The capital of France is Paris."),
 }
 
 
@@ -92,7 +94,13 @@ def test_distractors_and_tools_for_a_question_that_needs_none_fail() -> None:
     box = run_calls([("get_order_status", {"order_id": "A1234"}), ("cancel_order", {"order_id": "A1234"})])
     assert TASKS_BY_NAME["order_status"].judge("It has shipped.", box.calls) == ["unrequested cancel_order executed"]
     box = run_calls([("get_weather", {"city": "Paris"})])
-    assert TASKS_BY_NAME["no_tool"].judge("A haiku is a short poem.", box.calls) != []
+    assert TASKS_BY_NAME["no_tool"].judge("It is Paris.", box.calls) != []
+
+
+def test_a_tool_result_handed_on_as_the_answer_fails() -> None:
+    calls, _ = GOOD["length"]
+    problems = TASKS_BY_NAME["length"].judge('{"kilometers": 42.16}', run_calls(calls).calls)
+    assert problems == ["answer is a bare JSON value, not a sentence"]
 
 
 def test_a_calendar_answer_that_says_it_failed_fails() -> None:
@@ -150,6 +158,7 @@ NAMES = sorted(TOOLS)
         'Action: get_weather\nAction Input: {"city": "Paris"}',
         "<function=get_weather><parameter=city>Paris</parameter></function>",
         '{"name": "calculator", "arguments": {"expression": "1+1"}}',
+        "[calculator, 1234 * 5678 + 9]",
     ],
 )
 def test_markup_in_an_answer_is_found(answer: str) -> None:
@@ -261,6 +270,7 @@ def test_the_verdict_takes_the_first_failure_kind() -> None:
     assert verdict(LoopEnd(" ")) == "empty"
     assert verdict(LoopEnd("It is 18 and 25.")) == "ok"
     assert verdict(LoopEnd("Sunny.")) == "wrong_answer"
+    assert verdict(LoopEnd('{"temperature_celsius": 18}')) == "raw_result"
     box.calls.pop()
     assert verdict(LoopEnd(answer)) == "wrong_calls"
 
@@ -319,3 +329,10 @@ def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) 
     table = rejudge(path)
     assert "| openai | A |" in table and "| langgraph | C |" in table
     assert [r["kind"] for r in json.loads(path.read_text())["loops"]] == ["wrong_answer", "capped"]
+
+
+async def test_resumed_runs_skip_the_loops_done() -> None:
+    done = [LoopRecord(fw, "no_tool", 0, kind="ok", correct=True) for fw in ("openai", "langgraph")]
+    bench = SimpleNamespace()  # no loop is left to run, so nothing of the stack is touched
+    records = await run_all(bench, ["openai", "langgraph"], [TASKS_BY_NAME["no_tool"]], 1, quiet=True, done=done)  # type: ignore[arg-type]
+    assert records == done
