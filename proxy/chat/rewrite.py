@@ -15,7 +15,16 @@ from ..config.fields import compat_messages
 from ..config.rules import ModelRule
 from ..formats import ToolCallEnd, ToolChoice, ToolFormat, ToolSpec
 from ..formats.defuse import CALL_LINE_REMOVED
-from ..formats.history import content_text, merge_system_prompt, render_history
+from ..formats.history import (
+    FOLD_ANSWER,
+    FOLD_CALL,
+    FOLD_HEADER,
+    FOLD_NEXT,
+    content_text,
+    fold_history,
+    merge_system_prompt,
+    render_history,
+)
 from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
 from .repeats import call_key, loop_calls, repeat_keys
@@ -146,9 +155,9 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         offered = []
     prompted = rule.prompted_calls(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
-    # no developer role: a model prompted for tools in text is served by a server that may not know it,
-    # and the tool instructions go into the one system message
-    history = compat_messages(merge_adjacent_user_turns(render_history(fmt, list(turn.messages), tool_names)))
+    folded = rule.tool_history == "folded" and turn.has_tool_results
+    fold_next = _fold_instruction(choice, bool(offered))
+    history = _history(fmt, turn, tool_names, fold_next if folded else None)
     messages = history
     instructions = ""
     if offered:
@@ -164,14 +173,15 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
     client_stops = merge_stops((), turn.options.get("stop"), _MAX_ENFORCED)
     enforced = merge_stops(format_stops(fmt, prompted) if offered else (), turn.options.get("stop"), _MAX_ENFORCED)
-    answer_body = {**body, "messages": history}
+    answer_history = _history(fmt, turn, tool_names, FOLD_ANSWER) if folded else history
+    answer_body = {**body, "messages": answer_history}
     if client_stops:
         answer_body["stop"] = client_stops[: rule.max_stop_sequences]
     body["messages"] = messages
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
     parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
-    wrappers = _wrappers(fmt, turn, history)
+    wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, FOLD_ANSWER) if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
     repeats_answered = rule.answer_repeated_calls and choice.mode == "auto" and ends_with_results
     return EmulationPlan(
@@ -196,6 +206,25 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     )
 
 
+def _history(fmt: ToolFormat, turn: ChatTurn, tool_names: Sequence[str], fold: str | None) -> list[dict[str, Any]]:
+    """The conversation as the upstream gets it: calls and results as turns in the format's syntax, or
+    (``fold``: the instruction that ends them) folded into the user turns they answer."""
+    messages = list(turn.messages)
+    rendered = (
+        fold_history(messages, fold, tool_names) if fold is not None else render_history(fmt, messages, tool_names)
+    )
+    # no developer role: a model prompted for tools in text is served by a server that may not know it,
+    # and the tool instructions go into the one system message
+    return compat_messages(merge_adjacent_user_turns(rendered))
+
+
+def _fold_instruction(choice: ToolChoice, offered: bool) -> str:
+    """What a folded history asks for after the results: an answer or the next call, as the choice allows."""
+    if not offered:
+        return FOLD_ANSWER
+    return FOLD_CALL if choice.mode in ("required", "named") else FOLD_NEXT
+
+
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The text of the tool results the history ends with (none when it ends otherwise)."""
     found: list[str] = []
@@ -206,12 +235,18 @@ def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return [text for text in reversed(found) if text.strip()]
 
 
-def _wrappers(fmt: ToolFormat, turn: ChatTurn, history: Sequence[Mapping[str, Any]]) -> list[str]:
+def _wrappers(
+    fmt: ToolFormat, turn: ChatTurn, history: Sequence[Mapping[str, Any]], fold_texts: Sequence[str] | None
+) -> list[str]:
     """toolshim's own text around the history's tool results: the format's result wrapper (per tool, as
-    it names the tool), and the note that replaces a line that looked like a call."""
+    it names the tool) or a folded history's header and instructions, and the note that replaces a line
+    that looked like a call."""
     if not turn.has_tool_results:
         return []
-    texts = list(dict.fromkeys(fmt.render_result(name, "") for name in ("tool", *(t.name for t in turn.tools))))
+    if fold_texts is not None:
+        texts = list(fold_texts)
+    else:
+        texts = list(dict.fromkeys(fmt.render_result(name, "") for name in ("tool", *(t.name for t in turn.tools))))
     if any(CALL_LINE_REMOVED in content_text(m.get("content")) for m in history):
         texts.append(CALL_LINE_REMOVED)
     return texts

@@ -191,6 +191,10 @@ class ModelRule(_Strict):
     # sends a request that shares no word with any tool with tool_choice "none"; "related" does too and
     # offers a request only the tools it shares a word with
     offer_tools: Literal["always", "when_related", "related"] = "always"
+    # how the history's calls and results reach the model: as turns in the format's syntax, or "folded" into
+    # the user turn they answer as lines of facts (formats/history.py: a small model shown its call as a turn
+    # writes it again)
+    tool_history: Literal["turns", "folded"] = "turns"
     thinking: Literal["auto", "template", "off"] = "off"  # an output starting inside a thought (formats/_thought.py)
     # constrained decoding of emulated calls (constraint.py): "auto" where the upstream has a
     # constraint_dialect, true (the upstream must have one), false never

@@ -180,3 +180,93 @@ def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dic
             message["content"] = _append_prompt(message.get("content"), prompt)
             return out
     return [{"role": "system", "content": prompt}, *out]
+
+
+# Folded history (``tool_history: "folded"``): what the tools returned is told in the user's turn.
+FOLD_HEADER = "Tool results so far:"
+FOLD_NEXT = "If these results answer the question, answer it now. Otherwise call the next tool you need."
+FOLD_ANSWER = "Answer the question from these results."
+FOLD_CALL = "Call the next tool you need."
+
+
+def _fold_line(call: ToolCallRecord | None, name: str, content: str, tool_names: Collection[str]) -> str:
+    """One result as a line of facts: ``- get_weather({"city": "Oslo"}) returned: {...}``."""
+    if call is None:
+        return f"- {name} returned: {content}"
+    return f"- {call.name}({defuse(call.arguments, tool_names)}) returned: {content}"
+
+
+def _answered_call(result: Mapping[str, Any], waiting: list[ToolCallRecord]) -> ToolCallRecord | None:
+    """The call a result answers (taken off ``waiting``): by ``tool_call_id``, else the first call of its
+    ``name``, else the first still waiting."""
+    call_id, name = result.get("tool_call_id"), result.get("name")
+    for match in (
+        lambda c: bool(call_id) and c.id == call_id,
+        lambda c: bool(name) and c.name == name,
+        lambda c: not call_id or not c.id,
+    ):
+        for i, call in enumerate(waiting):
+            if match(call):
+                return waiting.pop(i)
+    return None
+
+
+def _fold_into(message: Message | None, lines: list[str], instruction: str) -> Message:
+    """The user ``message`` (a new one when there is none) with the results and ``instruction`` after its text."""
+    block = "\n".join([FOLD_HEADER, *lines]) + (f"\n\n{instruction}" if instruction else "")
+    if message is None:
+        return {"role": "user", "content": block}
+    return {**message, "content": _append_prompt(message.get("content"), block)}
+
+
+def fold_history(
+    messages: list[dict[str, Any]], instruction: str, tool_names: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """The history with every tool exchange told in the user turn it answers, not as turns of its own.
+
+    Measured with Qwen2.5-Coder-0.5B on agent-loop tasks: shown its call as an assistant turn and the
+    result as the next user turn, a small model writes the call again (the pattern in front of it); told
+    the results inside the question's turn, it answers from them or calls the next tool. Each assistant
+    message that carries calls, and the results that follow, become lines after the preceding user
+    message's text (results defused as in ``render_history``); the last such block ends with
+    ``instruction``. The assistant's text beside its calls is left out (its own words, already shown).
+    """
+    out: list[Message] = []
+    pending: list[str] = []  # folded lines since the last user message
+    anchor: int | None = None  # index in ``out`` of the user message the lines belong to
+    waiting: list[ToolCallRecord] = []  # the calls of the latest assistant message still without a result
+
+    def flush(final: bool) -> None:
+        if not pending:
+            return
+        folded = _fold_into(out[anchor] if anchor is not None else None, pending, instruction if final else "")
+        if anchor is None:
+            out.append(folded)
+        else:
+            out[anchor] = folded
+        pending.clear()
+
+    for message in messages:
+        if not isinstance(message, Mapping):
+            out.append(message)
+            continue
+        role = message.get("role")
+        if role in _RESULT_ROLES:
+            call = _answered_call(message, waiting)
+            name = call.name if call else str(message.get("name") or _UNKNOWN_TOOL)
+            content = defuse(content_text(message.get("content")), tool_names)
+            pending.append(_fold_line(call, name, content, tool_names))
+            continue
+        if role == "assistant" and ("tool_calls" in message or "function_call" in message):
+            waiting = _call_records(message)
+            continue
+        flush(final=False)
+        copy = dict(message)
+        if role == "assistant" and copy.get("content") is None:
+            copy["content"] = ""
+        if role == "user":
+            copy["content"] = _defused_content(copy.get("content"), tool_names)
+            anchor = len(out)
+        out.append(copy)
+    flush(final=True)
+    return out
