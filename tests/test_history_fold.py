@@ -125,3 +125,23 @@ async def test_a_next_call_after_folded_results_is_returned(start_proxy, fake_up
     result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_repeated_call_is_answered_without_showing_the_model_its_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """The re-ask for an answer is the folded history asking for one: no assistant turn with the call the
+    model would copy, no message about it."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(again))), Reply(pieces=text_stream(["It is 21 C."])))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C." and not result["choices"][0]["message"].get(
+        "tool_calls"
+    )
+    first, second = fake_upstream.requests
+    assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
+    assert [m["role"] for m in second["messages"]] == ["system", "user"] and "stop" not in second
+    assert second["messages"][0]["content"] == "Be brief."  # the tool instructions withdrawn
+    assert second["messages"][1]["content"].endswith(FOLD_ANSWER)

@@ -139,7 +139,15 @@ class Emulator:
             self.metrics.record_reask(self.info.model, reason)
             if reason in ("answer", "repeat"):
                 self._answer_plainly()
-            extra += [{"role": "assistant", "content": "".join(attempt.parsed)}, {"role": "user", "content": message}]
+            if reason in ("answer", "repeat") and self.plan.folded:
+                # the folded history already ends asking for an answer from the results: the attempt (a call
+                # the model would copy again) and a message about it are left out
+                extra, message = [], ""
+            else:
+                extra += [
+                    {"role": "assistant", "content": "".join(attempt.parsed)},
+                    {"role": "user", "content": message},
+                ]
             self.builder.begin_reask(message)
             attempt_no += 1
         await self._settle_usage(spent)

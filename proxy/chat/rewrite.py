@@ -67,6 +67,7 @@ class EmulationPlan:
     results: str = ""  # the latest tool results' text, as the client sent them: the last resort for an answer
     answer_body: dict[str, Any] = field(default_factory=dict)  # the body for a plain answer: no tools, no stops
     wrapper_tags: tuple[str, ...] = ()  # the tags of the result wrappers rendered: never shown to the client
+    folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
 
     @property
     def wants_call(self) -> bool:
@@ -203,6 +204,7 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         results="\n\n".join(latest_results(turn.messages)),
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
+        folded=folded,
     )
 
 
