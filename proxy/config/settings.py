@@ -36,6 +36,7 @@ class Settings(BaseModel):
     workers: int = Field(default_factory=usable_cpus, ge=1)  # CPU affinity capped by the cgroup quota
     api_keys: tuple[str, ...] = ()  # client keys; empty = no client authentication
     admin_key: str | None = None  # enables POST /admin/reload
+    metrics_key: str | None = None  # set: GET /metrics needs it as a Bearer token; unset: /metrics is open
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     # what one request may contain (a 400 naming the limit past it); generous, against amplification
     max_messages: int = Field(10_000, ge=1)  # chat messages, or Responses input items
@@ -139,6 +140,7 @@ ENV_VARS = {
     "workers": "TOOLSHIM_WORKERS",
     "api_keys": "TOOLSHIM_API_KEYS",
     "admin_key": "TOOLSHIM_ADMIN_KEY",
+    "metrics_key": "TOOLSHIM_METRICS_KEY",
     "max_body_bytes": "TOOLSHIM_MAX_BODY_BYTES",
     "max_messages": "TOOLSHIM_MAX_MESSAGES",
     "max_tools": "TOOLSHIM_MAX_TOOLS",

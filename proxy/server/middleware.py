@@ -220,9 +220,16 @@ def host_name(host: str) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*; compared in constant time. The request's owner
+    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*, the metrics key (``TOOLSHIM_METRICS_KEY``, where
+    set) guards /metrics: its figures (models served, traffic, errors) are for the operator; compared in
+    constant time. The request's owner
     of stored responses is the key it was let in with (its HMAC), or the anonymous owner without keys."""
-    keys = request.app[SETTINGS].api_keys
+    settings = request.app[SETTINGS]
+    if settings.metrics_key and request.path == "/metrics":
+        presented = _bearer(request)
+        if presented is None or not secret_matches(presented, settings.metrics_key):
+            raise Unauthorized("Incorrect or missing metrics key: send 'Authorization: Bearer <TOOLSHIM_METRICS_KEY>'.")
+    keys = settings.api_keys
     if keys and request.path.startswith("/v1/"):
         presented = _bearer(request)
         if presented is None or not _matches_any(presented, keys):
