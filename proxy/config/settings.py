@@ -50,6 +50,7 @@ class Settings(BaseModel):
     head_timeout: float = Field(20.0, gt=0)  # seconds from a request's first byte to the end of its head
     body_timeout: float = Field(60.0, gt=0)  # seconds from the end of the head to the end of the body
     keepalive_timeout: float = Field(75.0, gt=0)  # seconds an idle connection (no request started) stays open
+    send_timeout: float = Field(60.0, gt=0)  # seconds one write to a client may wait for it to read (server/sending.py)
     max_connections: int = Field(4096, ge=1)  # open client connections per worker (idle ones give way first)
     max_in_flight: int = Field(1024, ge=1)  # /v1 requests served at once per worker; more get 503 + Retry-After
     log_level: str = "INFO"
@@ -152,6 +153,7 @@ ENV_VARS = {
     "head_timeout": "TOOLSHIM_HEAD_TIMEOUT",
     "body_timeout": "TOOLSHIM_BODY_TIMEOUT",
     "keepalive_timeout": "TOOLSHIM_KEEPALIVE_TIMEOUT",
+    "send_timeout": "TOOLSHIM_SEND_TIMEOUT",
     "max_connections": "TOOLSHIM_MAX_CONNECTIONS",
     "max_in_flight": "TOOLSHIM_MAX_IN_FLIGHT",
     "log_level": "TOOLSHIM_LOG_LEVEL",
