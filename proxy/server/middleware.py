@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from ..config.settings import is_loopback
-from ..observe.context import RequestInfo
+from ..observe.context import RequestInfo, current_request
 from ..observe.logs import request_id_var
 from ..responses.ids import ANONYMOUS_OWNER, owner_of_key
 from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
@@ -42,6 +42,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     request_id_var.set(rid)
     info = RequestInfo(request_id=rid, endpoint=endpoint_of(request))
     request[INFO_KEY] = info
+    current_request.set(info)  # the upstream clients count their calls on it
     try:
         response = await handler(request)
     except asyncio.CancelledError:
@@ -52,7 +53,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         info.error_code = info.error_code or view.label
         response = web.json_response(view.body, status=view.status, headers=view.headers)
     except Exception as exc:
-        view = render_error(exc)
+        view = render_error(exc, info.upstream_calls)
         if view.level >= logging.ERROR:
             log.exception("unhandled error serving %s %s", request.method, request.path)
         elif isinstance(exc, UpstreamError):
