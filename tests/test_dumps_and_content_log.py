@@ -88,3 +88,39 @@ async def test_log_content_logs_prompt_and_model_text_only_when_on(
     assert ("Weather in Paris?" in logged and "get_weather" in logged and CALL in logged) is log_content
     if not log_content:
         assert "Weather in Paris?" not in logged and CALL not in logged
+
+
+async def test_dumps_keep_no_key_nor_authorization_value(
+    start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model may echo what its prompt held: the upstream key, a header, a bearer token. The dump is
+    kept on disk for people who may not hold the keys: none of it is written, and only the owner reads it."""
+    monkeypatch.setenv("UP_KEY", "upstream-key-0123456789")
+    echoed = (
+        "key upstream-key-0123456789, header hdr-secret-98765, client client-key-abcdef, "
+        "Authorization: Bearer tok_abcdefghijklmnop, sk-proj-abcdefghijklmnopqrst, "
+        "http://user:pa55word@host/v1 api_key=plainsecret42 "
+    )
+    fake_upstream.script(Reply(pieces=text_stream([echoed, CALL])))
+    dump_dir = tmp_path / "dumps"
+    proxy = await start_proxy(
+        models=HERMES,
+        upstream_extra={"api_key_env": "UP_KEY", "headers": {"X-Extra": "hdr-secret-98765"}},
+        dump_dir=dump_dir,
+        api_keys=("client-key-abcdef",),
+    )
+    await post(proxy, {"Authorization": "Bearer client-key-abcdef"})
+    (dump,) = files_under(dump_dir)
+    text = dump.read_text(encoding="utf-8")
+    assert CALL in text
+    for secret in (
+        "upstream-key-0123456789",
+        "hdr-secret-98765",
+        "client-key-abcdef",
+        "tok_abcdefghijklmnop",
+        "sk-proj-abcdefghijklmnopqrst",
+        "pa55word",
+        "plainsecret42",
+    ):
+        assert secret not in text, secret
+    assert dump.stat().st_mode & 0o077 == 0

@@ -138,3 +138,33 @@ def test_redactor_masks_longest_first_and_ignores_short_values() -> None:
     assert redactor.redact_bytes(b"k=abcdef123") == b"k=***"
     assert short_upstream_message("see https://internal.example/x?k=1 now", 400) == "see [url] now"
     assert len(short_upstream_message("x" * 5000, 400)) == 500
+
+
+CHECK_RULES = """{upstreams: {
+  token: {base_url: "https://tok3n-in-user-part@h.example/v1?api_key=qu3ry-secret-1&api-version=2024"},
+  basic: {base_url: "http://user:pa55word-x@h.example:8080/v1#fr4gment-secret"},
+  path: {base_url: "https://h.example/${PATH_TOKEN}/v1", api_key_env: "CHECK_KEY",
+         headers: {"X-Tenant": "${PATH_TOKEN}", "X-Other": "h3ader-secret-2"}}},
+ models: [{match: "a", upstream: "token"}, {match: "b", upstream: "basic"},
+          {match: "c", upstream: "path", upstream_model: "model-h3ader-secret-2"}]}"""
+
+
+def test_check_rules_prints_no_credential(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check-rules`` output is pasted into tickets: a token in a URL's user part, query or fragment,
+    its password, and any key or header value (wherever ``${VAR}`` put it) are printed as ``***``."""
+    from toolshim.cli import main
+
+    monkeypatch.setenv("PATH_TOKEN", "p4th-token-secret")
+    monkeypatch.setenv("CHECK_KEY", "k3y-from-env-secret")
+    path = tmp_path / "rules.json5"
+    path.write_text(CHECK_RULES)
+    assert main(["check-rules", str(path)]) == 0
+    out = capsys.readouterr()
+    printed = out.out + out.err
+    for secret in ("tok3n", "qu3ry", "pa55word", "fr4gment", "p4th-token", "h3ader-secret", "k3y-from-env"):
+        assert secret not in printed, secret
+    assert "https://***@h.example/v1?api_key=***&api-version=***" in printed
+    assert "http://user:***@h.example:8080/v1#***" in printed and "https://h.example/***/v1" in printed
+    assert "3 model rules, 3 upstreams: OK" in printed

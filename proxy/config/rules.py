@@ -26,6 +26,7 @@ import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..formats import FORMATS
+from ..observe.redact import MASK, Redactor
 from .allowlist import allowed_fields, forbidden_extension
 
 SERVED_MODES = ("native", "auto")  # tool modes besides the registered formats (formats.FORMATS)
@@ -116,12 +117,21 @@ class UpstreamConfig(_Strict):
     def _sends_authorization(self) -> bool:
         return bool(self.api_key_env) or any(name.lower() == "authorization" for name in self.headers)
 
-    def url_password(self) -> str | None:
-        """The password inside ``base_url`` (``http://user:password@host``), a secret to mask."""
+    def url_secrets(self) -> list[str]:
+        """The credentials inside ``base_url``, secrets to mask: the password of ``user:password@``, or
+        the user part alone when it has no password (``https://TOKEN@host``: the token)."""
         try:
-            return urlsplit(self.base_url or "").password
+            parts = urlsplit(self.base_url or "")
         except ValueError:
-            return None
+            return []
+        if parts.password is not None:
+            return [parts.password]
+        return [parts.username] if parts.username else []
+
+    def secrets(self) -> list[str]:
+        """Every secret this upstream holds: its key (from the environment), header values, URL credentials."""
+        key = self.api_key()
+        return [*([key] if key else []), *self.headers.values(), *self.url_secrets()]
 
     def api_key(self) -> str | None:
         """The key from the environment, or ``None`` when unset (fine for local servers)."""
@@ -136,15 +146,24 @@ def _has_credentials(url: str) -> bool:
 
 
 def masked_url(url: str) -> str:
-    """``url`` with the password of any ``user:password@`` replaced by ``***`` (for printing)."""
+    """``url`` as it may be printed: the secret of its user part (``user:***@``, or ``***@`` for a user
+    part alone, which is a token), every query value (``?key=***``) and any fragment masked."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"
+    query = "&".join(_masked_param(param) for param in parts.query.split("&")) if parts.query else ""
+    return parts._replace(netloc=netloc, query=query, fragment=MASK if parts.fragment else "").geturl()
+
+
+def _masked_param(param: str) -> str:
+    name, equals, _ = param.partition("=")
+    return f"{name}={MASK}" if equals else MASK
 
 
 # The formats constraint.py builds a grammar for (kept here so the rules need not import it).
@@ -500,8 +519,9 @@ def lint(rules: RuleSet) -> list[str]:
 
 
 def describe(rules: RuleSet) -> str:
-    """The resolved model table that ``toolshim check-rules`` prints."""
-    rows = [("match", "tool mode", "upstream", "provider", "upstream model")]
+    """The resolved model table that ``toolshim check-rules`` prints: no credential of a ``base_url``
+    (``masked_url``) and no configured secret (keys, header values) in it, wherever it appears."""
+    rows: list[tuple[str, ...]] = [("match", "tool mode", "upstream", "provider", "upstream model")]
     for rule in rules.models:
         up = rules.upstreams[rule.upstream]
         where = masked_url(up.base_url) if up.base_url else up.provider
@@ -514,5 +534,8 @@ def describe(rules: RuleSet) -> str:
                 rule.upstream_model or "(as requested)",
             )
         )
+    secrets = Redactor()  # a key or header value put elsewhere too (``${VAR}`` in a URL's path, a model name)
+    secrets.update(secret for upstream in rules.upstreams.values() for secret in upstream.secrets())
+    rows = [tuple(secrets.redact(cell) for cell in row) for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)

@@ -36,6 +36,7 @@ class Settings(BaseModel):
     workers: int = Field(default_factory=usable_cpus, ge=1)  # CPU affinity capped by the cgroup quota
     api_keys: tuple[str, ...] = ()  # client keys; empty = no client authentication
     admin_key: str | None = None  # enables POST /admin/reload
+    metrics_key: str | None = None  # set: GET /metrics needs it as a Bearer token; unset: /metrics is open
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     # what one request may contain (a 400 naming the limit past it); generous, against amplification
     max_messages: int = Field(10_000, ge=1)  # chat messages, or Responses input items
@@ -49,6 +50,7 @@ class Settings(BaseModel):
     head_timeout: float = Field(20.0, gt=0)  # seconds from a request's first byte to the end of its head
     body_timeout: float = Field(60.0, gt=0)  # seconds from the end of the head to the end of the body
     keepalive_timeout: float = Field(75.0, gt=0)  # seconds an idle connection (no request started) stays open
+    send_timeout: float = Field(60.0, gt=0)  # seconds one write to a client may wait for it to read (server/sending.py)
     max_connections: int = Field(4096, ge=1)  # open client connections per worker (idle ones give way first)
     max_in_flight: int = Field(1024, ge=1)  # /v1 requests served at once per worker; more get 503 + Retry-After
     log_level: str = "INFO"
@@ -139,6 +141,7 @@ ENV_VARS = {
     "workers": "TOOLSHIM_WORKERS",
     "api_keys": "TOOLSHIM_API_KEYS",
     "admin_key": "TOOLSHIM_ADMIN_KEY",
+    "metrics_key": "TOOLSHIM_METRICS_KEY",
     "max_body_bytes": "TOOLSHIM_MAX_BODY_BYTES",
     "max_messages": "TOOLSHIM_MAX_MESSAGES",
     "max_tools": "TOOLSHIM_MAX_TOOLS",
@@ -150,6 +153,7 @@ ENV_VARS = {
     "head_timeout": "TOOLSHIM_HEAD_TIMEOUT",
     "body_timeout": "TOOLSHIM_BODY_TIMEOUT",
     "keepalive_timeout": "TOOLSHIM_KEEPALIVE_TIMEOUT",
+    "send_timeout": "TOOLSHIM_SEND_TIMEOUT",
     "max_connections": "TOOLSHIM_MAX_CONNECTIONS",
     "max_in_flight": "TOOLSHIM_MAX_IN_FLIGHT",
     "log_level": "TOOLSHIM_LOG_LEVEL",

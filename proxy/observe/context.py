@@ -1,7 +1,12 @@
-"""Per-request facts gathered while serving, read by the access log and the metrics at the end."""
+"""Per-request facts gathered while serving, read by the access log and the metrics at the end.
+
+``current_request`` holds the request being served (set by the app middleware), so the upstream
+clients can count their calls on it (``count_upstream_call``) without being handed it.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +39,7 @@ class RequestInfo:
     parse_outcome: str | None = None
     policies: list[str] = field(default_factory=list)  # conversation policies that acted
     error_code: str | None = None  # the error this request ended with (bounded: our codes)
+    upstream_calls: int = 0  # chat calls sent upstream for it: more than one spent toolshim's retry budget
 
     def mark_first_token(self) -> None:
         if self.first_token is None:
@@ -68,3 +74,13 @@ class RequestInfo:
         if self.error_code is not None:
             out["error_code"] = self.error_code
         return out
+
+
+current_request: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("toolshim_request", default=None)
+
+
+def count_upstream_call() -> None:
+    """One more upstream call for the request being served (none outside a request)."""
+    info = current_request.get()
+    if info is not None:
+        info.upstream_calls += 1

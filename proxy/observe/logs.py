@@ -1,5 +1,10 @@
 """Logging: one JSON object per line, a request-id context variable, and no secrets.
 
+One record is one line for every reader: JSON escapes the ASCII controls (``\\n``, ``\\r``, ``\\x1c``-``\\x1e``),
+and ``JsonFormatter`` escapes the three line breaks it leaves raw with ``ensure_ascii=False`` (U+0085,
+U+2028, U+2029), which ``str.splitlines``, many log shippers and JavaScript readers split on: a
+client's model name or request id could otherwise forge a record of its own.
+
 ``configure_logging`` installs the formatter on the root logger; ``route_library_logs`` sends
 litellm's own loggers (which come with plain-text handlers) through it too. Request summaries are logged
 by the app middleware as ``toolshim.access`` records whose ``fields`` become JSON keys.
@@ -32,7 +37,17 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return one_line(json.dumps(entry, ensure_ascii=False, default=str))
+
+
+# The line breaks JSON leaves unescaped outside ASCII; everything below U+0020 it escapes itself.
+_RAW_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def one_line(text: str) -> str:
+    """A JSON text with no character any reader takes for a line break (valid JSON still: these
+    characters only occur inside strings, where ``\\uXXXX`` is their escape)."""
+    return text.translate(_RAW_BREAKS)
 
 
 def configure_logging(level: str = "INFO") -> None:

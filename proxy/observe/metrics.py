@@ -216,7 +216,7 @@ class Metrics:
         )
         self.connection_drops = Counter(
             "toolshim_connection_drops",
-            "Client connections closed by a bound: head_timeout, body_timeout, idle_evicted, refused.",
+            "Client connections closed by a bound: head_timeout, body_timeout, idle_evicted, refused, send_timeout.",
             ["reason"],
             registry=reg,
         )
@@ -326,7 +326,8 @@ class Metrics:
         self.connections_open.dec()
 
     def record_connection_drop(self, reason: str) -> None:
-        """``reason``: head_timeout, body_timeout, idle_evicted, refused."""
+        """``reason``: head_timeout, body_timeout, idle_evicted, refused, send_timeout (a client that
+        stopped reading an answer, ``server.sending``)."""
         self._child(self.connection_drops, reason).inc()
 
     def record_shed(self, reason: str) -> None:

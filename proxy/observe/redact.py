@@ -88,12 +88,18 @@ def client_message(text: str) -> str:
     traceback = _TRACEBACK.search(text)
     if traceback:
         text = text[: traceback.start()].rstrip() or "(a traceback)"
+    return _PATH.sub(_mask_path, scrub_credentials(text))
+
+
+def scrub_credentials(text: str) -> str:
+    """``text`` without any configured secret nor anything shaped like a credential: a password in a
+    URL, an ``Authorization`` value, an ``sk-`` key, ``api_key=...``. For what is kept (dumps) or shown
+    to a client; unlike ``client_message`` it leaves paths and tracebacks alone."""
     text = REDACTOR.redact(text)
     text = _URL_USERINFO.sub(r"\1***@", text)
     text = _BEARER.sub(r"\1 ***", text)
     text = _KEY_LIKE.sub(MASK, text)
-    text = _KEY_PARAM.sub(rf"\1{MASK}", text)
-    return _PATH.sub(_mask_path, text)
+    return _KEY_PARAM.sub(rf"\1{MASK}", text)
 
 
 def _mask_path(match: re.Match[str]) -> str:

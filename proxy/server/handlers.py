@@ -47,6 +47,7 @@ from .catalog import model_card
 from .drain import was_cut
 from .middleware import secret_matches
 from .reloads import Outcome
+from .sending import SendTimeout, send
 from .state import METRICS, OWNER_KEY, RESPONSES_STORE, SETTINGS, STATE, reload_rules, request_info
 
 log = logging.getLogger(__name__)
@@ -251,9 +252,11 @@ async def send_stream(
     try:
         await response.prepare(request)
         if first is not None:
-            await response.write(first)
+            await send(request, response, first)
         async for chunk in chunks:
-            await response.write(chunk)
+            await send(request, response, chunk)
+    except SendTimeout:
+        pass  # the client stopped reading: dropped and counted; the upstream closes below
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
         info.error_code = "client_closed"
     except asyncio.CancelledError:
@@ -262,7 +265,7 @@ async def send_stream(
         view = render_error(ShuttingDown())  # the drain's deadline: say so in-band, then close
         info.error_code = view.label
         log.warning("stream cut at the drain deadline")
-        await _write_quietly(response, error_bytes(view) if error_bytes else encode_json(view.body))
+        await _write_quietly(request, response, error_bytes(view) if error_bytes else encode_json(view.body))
     except Exception as exc:  # ends the stream in OpenAI's shape (a bug too), never as a clean close
         view = render_error(exc)
         info.error_code = view.label
@@ -270,16 +273,17 @@ async def send_stream(
             log.exception("stream failed after it started")
         else:
             log.warning("stream failed after it started: %s", view.error.message)
-        await _write_quietly(response, error_bytes(view) if error_bytes else encode_json(view.body))
+        await _write_quietly(request, response, error_bytes(view) if error_bytes else encode_json(view.body))
     finally:
         await chunks.aclose()
     return response
 
 
-async def _write_quietly(response: web.StreamResponse, data: bytes) -> None:
+async def _write_quietly(request: web.Request, response: web.StreamResponse, data: bytes) -> None:
+    """A last event (an error) for a client that may be gone or not reading: never raises."""
     try:
-        await response.write(data)
-    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        await send(request, response, data)
+    except (SendTimeout, ConnectionResetError, aiohttp.ClientConnectionResetError):
         pass
 
 
@@ -367,7 +371,10 @@ async def _relay_body(
             if piece is None:
                 return
             try:
-                await response.write(piece)
+                await send(request, response, piece)
+            except SendTimeout:
+                upstream_resp.close()  # not released to the pool: the rest of its body is not wanted
+                return
             except (ConnectionResetError, aiohttp.ClientConnectionResetError):
                 info.error_code = "client_closed"
                 return
@@ -392,7 +399,7 @@ async def _end_relay(request: web.Request, response: web.StreamResponse, error: 
     request_info(request).error_code = view.label
     log.warning("relayed answer ended early: %s", view.error.message)
     if response.content_type == "text/event-stream":
-        await _write_quietly(response, encode_json(view.body))
+        await _write_quietly(request, response, encode_json(view.body))
     elif request.transport is not None:
         request.transport.abort()
 

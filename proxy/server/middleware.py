@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from ..config.settings import is_loopback
-from ..observe.context import RequestInfo
+from ..observe.context import RequestInfo, current_request
 from ..observe.logs import request_id_var
 from ..responses.ids import ANONYMOUS_OWNER, owner_of_key
 from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
@@ -42,6 +42,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     request_id_var.set(rid)
     info = RequestInfo(request_id=rid, endpoint=endpoint_of(request))
     request[INFO_KEY] = info
+    current_request.set(info)  # the upstream clients count their calls on it
     try:
         response = await handler(request)
     except asyncio.CancelledError:
@@ -52,7 +53,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         info.error_code = info.error_code or view.label
         response = web.json_response(view.body, status=view.status, headers=view.headers)
     except Exception as exc:
-        view = render_error(exc)
+        view = render_error(exc, info.upstream_calls)
         if view.level >= logging.ERROR:
             log.exception("unhandled error serving %s %s", request.method, request.path)
         elif isinstance(exc, UpstreamError):
@@ -220,9 +221,16 @@ def host_name(host: str) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*; compared in constant time. The request's owner
+    """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*, the metrics key (``TOOLSHIM_METRICS_KEY``, where
+    set) guards /metrics: its figures (models served, traffic, errors) are for the operator; compared in
+    constant time. The request's owner
     of stored responses is the key it was let in with (its HMAC), or the anonymous owner without keys."""
-    keys = request.app[SETTINGS].api_keys
+    settings = request.app[SETTINGS]
+    if settings.metrics_key and request.path == "/metrics":
+        presented = _bearer(request)
+        if presented is None or not secret_matches(presented, settings.metrics_key):
+            raise Unauthorized("Incorrect or missing metrics key: send 'Authorization: Bearer <TOOLSHIM_METRICS_KEY>'.")
+    keys = settings.api_keys
     if keys and request.path.startswith("/v1/"):
         presented = _bearer(request)
         if presented is None or not _matches_any(presented, keys):

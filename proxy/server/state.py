@@ -70,13 +70,11 @@ def build_runtime(
 
 
 def configured_secrets(rules: RuleSet, settings: Settings) -> list[str | None]:
-    """Every secret the operator configured: upstream keys, header values and passwords inside base_urls,
-    client and admin keys."""
-    secrets: list[str | None] = [*settings.api_keys, settings.admin_key, settings.redis_url]
+    """Every secret the operator configured: upstream keys, header values and credentials inside base_urls,
+    client, admin and metrics keys."""
+    secrets: list[str | None] = [*settings.api_keys, settings.admin_key, settings.metrics_key, settings.redis_url]
     for config in rules.upstreams.values():
-        secrets.append(config.api_key())
-        secrets.extend(config.headers.values())
-        secrets.append(config.url_password())
+        secrets.extend(config.secrets())
     return secrets
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+from ..observe.context import count_upstream_call
 from ..wire.errors import (
     FirstTokenTimeout,
     ProxyError,
@@ -53,7 +54,9 @@ def outcome_of(error: BaseException | None) -> str:
 def report(
     observer: Observer | None, name: str, started: float, error: BaseException | None, outcome: str | None = None
 ) -> None:
-    """Tell the observer how an upstream call ended: outcome, seconds since ``started``, HTTP status."""
+    """Tell the observer how an upstream call ended: outcome, seconds since ``started``, HTTP status;
+    count it on the request being served (its retry budget, ``errors.retry_headers``)."""
+    count_upstream_call()
     if observer is not None:
         status = error.status if isinstance(error, UpstreamHTTPError) else None
         observer(name, outcome or outcome_of(error), time.perf_counter() - started, status)

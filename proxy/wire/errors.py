@@ -39,8 +39,11 @@ reduced to their ``message`` field.
 Retry advice: every error answer says whether a retry makes sense, in the header the OpenAI SDKs
 read (``x-should-retry``): ``false`` for the deterministic 4xx (the same request fails the same
 way), ``true`` for 408/409/429 and 5xx. Our own 503s (overload, a full pool) carry ``Retry-After``;
-an upstream's ``Retry-After`` on a 429/503 is passed on. The proxy itself never retries once the
-client has a byte, so clients are the one retry layer.
+an upstream's ``Retry-After`` on a 429/503 is passed on. The proxy never retries once the client
+has a byte. One retry budget per client call: where toolshim already sent the upstream more than one
+call for the request (a re-ask, the ``auto`` fallback, ``retry_without_tools``, a refused decoding
+constraint), its error says ``false`` whatever the status, so the SDK's retries (2 by default) do
+not multiply toolshim's: a client call costs at most 3 upstream calls against a failing upstream.
 """
 
 from __future__ import annotations
@@ -355,25 +358,30 @@ class ErrorView:
 _INTERNAL = "The server had an error while processing your request."
 
 
-def render_error(exc: BaseException) -> ErrorView:
+def render_error(exc: BaseException, upstream_calls: int = 0) -> ErrorView:
     """The one mapping from any exception to what the client and the operator see.
 
     ``ProxyError``s keep their status and body (the server's own HTTP exceptions arrive here as
     ``http_status_error``); anything else is a bug: a 500 that reveals nothing, logged as an error.
+    ``upstream_calls``: how many the request made (its retry budget, see ``retry_headers``).
     """
     if isinstance(exc, ProxyError):
         err, level = exc, logging.INFO if exc.status < 500 else logging.WARNING
     else:
         err, level = ProxyError(_INTERNAL), logging.ERROR
-    return ErrorView(err.status, err.body(), retry_headers(err), err.code or f"{err.status // 100}xx", level, err)
+    headers = retry_headers(err, upstream_calls)
+    return ErrorView(err.status, err.body(), headers, err.code or f"{err.status // 100}xx", level, err)
 
 
-def retry_headers(err: ProxyError) -> dict[str, str]:
+def retry_headers(err: ProxyError, upstream_calls: int = 0) -> dict[str, str]:
     """Whether a client should retry, as the OpenAI SDKs read it, and when (the upstream's Retry-After).
 
     Deterministic refusals (400, 401, 403, 404, 413, 422, ...) say ``false``: the SDK's default
-    retries would only repeat them. 408, 409, 429 and 5xx (timeouts, an unreachable upstream) say ``true``."""
-    if err.retryable is None:
+    retries would only repeat them. 408, 409, 429 and 5xx (timeouts, an unreachable upstream) say ``true``,
+    unless toolshim already called the upstream more than once for the request: its retry is spent."""
+    if upstream_calls > 1:
+        retry = False
+    elif err.retryable is None:
         retry = err.status in (408, 409, 429) or err.status >= 500
     else:
         retry = err.retryable
