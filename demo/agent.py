@@ -2,7 +2,7 @@
 
 ``python demo/agent.py`` (or ``make demo``) starts the llama.cpp server with Qwen2.5-Coder-0.5B
 (fetched and verified by ``make model``), starts toolshim with ``demo/rules.json5`` (the model is
-spoken to in the ``pythonic`` text format, the best measured for it on BFCL; ``--format`` picks another),
+spoken to in the ``hermes`` text format with folded tool results, the best measured for it on agent loops; ``--format`` picks another),
 then runs a short agent loop with the OpenAI SDK: the model asks for tools as structured ``tool_calls``,
 this script runs them (a fake weather lookup, a real safe calculator) and sends the results back until
 the model answers.
@@ -51,7 +51,7 @@ SYSTEM = (
 def parse_args() -> argparse.Namespace:
     """The demo's options; every one has a sensible default."""
     parser = argparse.ArgumentParser(description="A local model calls tools through toolshim.")
-    parser.add_argument("--format", choices=FORMATS, default="pythonic", help="tool format toolshim speaks")
+    parser.add_argument("--format", choices=FORMATS, default="hermes", help="tool format toolshim speaks")
     parser.add_argument("--model", choices=("qwen", "smollm"), default="qwen", help="bundled model to serve")
     parser.add_argument(
         "--question", action="append", help="what the user asks (repeatable; each is its own conversation)"

@@ -304,7 +304,7 @@ def test_the_rules_point_at_the_relay_and_take_the_settings(tmp_path: Path) -> N
     path.write_text(json.dumps(rules))
     toolshim_rules(path)  # toolshim accepts what the bench serves
     rules, model, rule = load_rules(ROOT / "rules" / "default.json5", "local-coder", [], "http://x/v1", "m")
-    assert rule["tool_mode"] == "pythonic" and all(u["base_url"] == "http://x/v1" for u in rules["upstreams"].values())
+    assert rule["tool_mode"] == "hermes" and all(u["base_url"] == "http://x/v1" for u in rules["upstreams"].values())
 
 
 def test_the_options_are_checked() -> None:
