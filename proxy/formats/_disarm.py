@@ -27,7 +27,9 @@ Bounded work:
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
@@ -45,6 +47,10 @@ _CHUNK = 4096  # text is fed line by line, long lines in pieces of this size
 _MAX_CALLS = 256  # calls one reading reports
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})|\\(.)", re.DOTALL)
 _FOLD = str.maketrans({"-": "_", " ": "_", ".": "_"})
+# the history is rendered again on every turn of a loop: readings of the same results are remembered,
+# bounded in count and size (a set of texts over _CACHE_CHARS is not remembered)
+_CACHE: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
+_CACHE_COUNT, _CACHE_CHARS = 128, 256 * 1024
 
 Span = tuple[int, int]
 View = list[tuple[int | None, str]]  # (index of the data text, or None for fixed text such as a wrapper; text)
@@ -244,9 +250,33 @@ def disarm(
     format's parser reads as a call of one of ``tool_names`` replaced by ``CALL_REMOVED`` (see the module
     docstring); ``frames``: each text's prefix and suffix as rendered, ``between`` the texts."""
     names = tuple(sorted({n for n in tool_names if n}))
-    out = list(texts)
-    if not names:
-        return out
+    if not names or not _name_spots("".join(texts), names):  # a call needs a name: none, nothing to read
+        return list(texts)
+    key = _cache_key(texts, names, frames, between) if sum(map(len, texts)) <= _CACHE_CHARS else None
+    if key is not None and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return list(_CACHE[key])
+    out = _disarmed(list(texts), names, frames, between)
+    if key is not None:
+        _CACHE[key] = tuple(out)
+        while len(_CACHE) > _CACHE_COUNT:
+            _CACHE.popitem(last=False)
+    return out
+
+
+def _cache_key(
+    texts: Sequence[str], names: tuple[str, ...], frames: Sequence[tuple[str, str]] | None, between: str
+) -> bytes:
+    digest = hashlib.sha256()
+    framing = [piece for frame in frames or () for piece in frame]
+    for part in (*names, "\x00", *framing, "\x00", between, *texts):
+        digest.update(len(part).to_bytes(8, "big") + part.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def _disarmed(
+    out: list[str], names: tuple[str, ...], frames: Sequence[tuple[str, str]] | None, between: str
+) -> list[str]:
     specs = [ToolSpec(name, "", {"type": "object"}) for name in names]
     for _ in range(MAX_ROUNDS):
         for view in _views(out, frames, between):
