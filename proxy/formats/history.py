@@ -124,8 +124,13 @@ def render_history(
             name = _result_name(message, names, last_name)
             results.append((name, content_text(message.get("content"))))
             continue
+        follower: str | None = None  # a user text that will share the results' turn (merged after them)
         if results:
-            out.append(_results_message(fmt, results, tool_names))
+            text = message.get("content") if role == "user" and set(message) <= {"role", "content"} else None
+            result_message, follower = _results_message(
+                fmt, results, tool_names, text if isinstance(text, str) else None
+            )
+            out.append(result_message)
             results = []
         records = _call_records(message) if role == "assistant" else []
         if role == "assistant" and ("tool_calls" in message or "function_call" in message):
@@ -139,10 +144,12 @@ def render_history(
             if role == "assistant" and copy.get("content") is None:
                 copy["content"] = ""  # chat templates choke on null content
             if role == "user":
-                copy["content"] = _defused_content(copy.get("content"), tool_names)
+                copy["content"] = (
+                    follower if follower is not None else _defused_content(copy.get("content"), tool_names)
+                )
             out.append(copy)
     if results:
-        out.append(_results_message(fmt, results, tool_names))
+        out.append(_results_message(fmt, results, tool_names)[0])
     return out
 
 
@@ -152,12 +159,19 @@ def _frame(wrapped: str) -> tuple[str, str]:
     return prefix, suffix
 
 
-def _results_message(fmt: ToolFormat, results: list[tuple[str, str]], tool_names: Collection[str]) -> Message:
-    """Consecutive results as one user message: defused together (no call read across them), then wrapped."""
+def _results_message(
+    fmt: ToolFormat, results: list[tuple[str, str]], tool_names: Collection[str], follower: str | None = None
+) -> tuple[Message, str | None]:
+    """Consecutive results as one user message: defused together (no call read across them), then wrapped;
+    with ``follower``, the user text the results' turn will be merged with (``merge_adjacent_user_turns``:
+    after a blank line), defused with them."""
     frames = [_frame(fmt.render_result(name, "\x00")) for name, _ in results]
-    contents = defuse_all([content for _, content in results], tool_names, frames)
-    wrapped = (fmt.render_result(name, content) for (name, _), content in zip(results, contents, strict=True))
-    return {"role": "user", "content": "\n".join(wrapped)}
+    texts = [content for _, content in results]
+    if follower is not None:
+        texts, frames = [*texts, follower], [*frames, ("\n", "")]
+    contents = defuse_all(texts, tool_names, frames)
+    wrapped = (fmt.render_result(name, content) for (name, _), content in zip(results, contents, strict=False))
+    return {"role": "user", "content": "\n".join(wrapped)}, contents[-1] if follower is not None else None
 
 
 def _defused_content(content: Any, tool_names: Collection[str]) -> Any:
