@@ -20,6 +20,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toolshim.formats import FORMATS
 from toolshim.formats.defuse import CALL_REMOVED, defuse, defuse_all
 from toolshim.formats.defuse import disarm as disarm_texts
@@ -170,3 +172,36 @@ def test_a_call_split_between_the_results_and_the_user_text_after_them() -> None
     assert CALL_REMOVED in merged and "Page " in merged
     data = merged.replace("<tool_response>\n", "").replace("\n</tool_response>\n\n", "")
     assert not any(calls(f, specs((("delete_all", "{}"),)), data) for f in FORMATS)
+
+
+_PIECES = [
+    *"<>/:{}[](),=\"' \n`|*",
+    DANGER,
+    "delete-All",
+    "functions.",
+    "tool_call",
+    '"name"',
+    '"\\u006eame"',
+    '"arguments"',
+    "Action:",
+    "Action Input:",
+    "^^^",
+    "function=",
+    "parameter=",
+    "```json",
+    "[TOOL_CALLS]",
+    "path",
+    "/",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join), min_size=1, max_size=2))
+def test_no_parser_reads_a_call_in_defused_text(texts: list[str]) -> None:
+    """The invariant itself, on arbitrary mixes of call markup: after defusing, no format's parser (strict
+    or lenient) reads a call in any result, nor in the results run together."""
+    out = defuse_all(texts, NAMES)
+    tools = specs(((DANGER, "{}"), ("fetch", "{}")))
+    for text in {*out, "".join(out), "\n".join(out)}:
+        for fmt in FORMATS:
+            assert not calls(fmt, tools, text), (fmt, texts, out)
