@@ -14,7 +14,7 @@ from typing import Any
 from ..config.fields import compat_messages
 from ..config.rules import ModelRule
 from ..formats import ToolCallEnd, ToolChoice, ToolFormat, ToolSpec
-from ..formats.defuse import CALL_LINE_REMOVED
+from ..formats.defuse import CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD
 from ..formats.history import (
     FOLD_ANSWER,
     FOLD_CALL,
@@ -241,14 +241,14 @@ def _wrappers(
     fmt: ToolFormat, turn: ChatTurn, history: Sequence[Mapping[str, Any]], fold_texts: Sequence[str] | None
 ) -> list[str]:
     """toolshim's own text around the history's tool results: the format's result wrapper (per tool, as
-    it names the tool) or a folded history's header and instructions, and the note that replaces a line
-    that looked like a call."""
+    it names the tool) or a folded history's header and instructions, and the notes that replace text
+    that read as a call."""
     if not turn.has_tool_results:
         return []
     if fold_texts is not None:
         texts = list(fold_texts)
     else:
         texts = list(dict.fromkeys(fmt.render_result(name, "") for name in ("tool", *(t.name for t in turn.tools))))
-    if any(CALL_LINE_REMOVED in content_text(m.get("content")) for m in history):
-        texts.append(CALL_LINE_REMOVED)
+    shown = [content_text(m.get("content")) for m in history]
+    texts += [note for note in (CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD) if any(note in t for t in shown)]
     return texts

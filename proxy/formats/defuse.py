@@ -28,8 +28,12 @@ Pure and linear: each pattern is one pass of a regex without nested quantifiers.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from functools import lru_cache
+
+from ._disarm import CALL_REMOVED, RESULT_WITHHELD, disarm
+
+__all__ = ["CALL_LINE_REMOVED", "CALL_REMOVED", "RESULT_WITHHELD", "defuse", "defuse_all", "disarm"]
 
 _TAG = re.compile(
     r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
@@ -78,7 +82,20 @@ def _named_tags(names: tuple[str, ...]) -> re.Pattern[str]:
 
 def defuse(text: str, tool_names: Collection[str] = ()) -> str:
     """``text`` with every tool-call syntax made inert (see the module docstring); ``tool_names``: the
-    request's tools, whose names are tags in the morph_xml syntax."""
+    request's tools, whose names are tags in the morph_xml syntax and whose calls no parser may read."""
+    return disarm([_defuse_markup(text, tool_names)], tool_names)[0]
+
+
+def defuse_all(
+    texts: Sequence[str], tool_names: Collection[str], frames: Sequence[tuple[str, str]] | None = None
+) -> list[str]:
+    """A run of texts read one after the other (consecutive tool results) defused as ``defuse`` does, and so
+    that no call is read across them either (see ``disarm``); ``frames``: each text's wrapper as rendered."""
+    return disarm([_defuse_markup(text, tool_names) for text in texts], tool_names, frames)
+
+
+def _defuse_markup(text: str, tool_names: Collection[str]) -> str:
+    """The known call syntaxes made inert, minimally (the module docstring)."""
     text = _TAG.sub("&lt;", text)
     names = tuple(sorted(n for n in tool_names if n))
     if names:

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .base import ToolCallRecord, ToolFormat
-from .defuse import defuse
+from .defuse import defuse, defuse_all
 
 Message = dict[str, Any]
 
@@ -114,7 +114,7 @@ def render_history(
     out: list[Message] = []
     names: dict[str, str] = {}  # tool_call_id -> tool name, from the assistant calls seen so far
     last_name = _UNKNOWN_TOOL
-    results: list[str] = []  # rendered results waiting to be flushed as one user message
+    results: list[tuple[str, str]] = []  # (tool name, content) of results waiting to be flushed as one user message
     for message in messages:
         if not isinstance(message, Mapping):
             out.append(message)
@@ -122,10 +122,15 @@ def render_history(
         role = message.get("role")
         if role in _RESULT_ROLES:
             name = _result_name(message, names, last_name)
-            results.append(fmt.render_result(name, defuse(content_text(message.get("content")), tool_names)))
+            results.append((name, content_text(message.get("content"))))
             continue
+        follower: str | None = None  # a user text that will share the results' turn (merged after them)
         if results:
-            out.append({"role": "user", "content": "\n".join(results)})
+            text = message.get("content") if role == "user" and set(message) <= {"role", "content"} else None
+            result_message, follower = _results_message(
+                fmt, results, tool_names, text if isinstance(text, str) else None
+            )
+            out.append(result_message)
             results = []
         records = _call_records(message) if role == "assistant" else []
         if role == "assistant" and ("tool_calls" in message or "function_call" in message):
@@ -139,11 +144,34 @@ def render_history(
             if role == "assistant" and copy.get("content") is None:
                 copy["content"] = ""  # chat templates choke on null content
             if role == "user":
-                copy["content"] = _defused_content(copy.get("content"), tool_names)
+                copy["content"] = (
+                    follower if follower is not None else _defused_content(copy.get("content"), tool_names)
+                )
             out.append(copy)
     if results:
-        out.append({"role": "user", "content": "\n".join(results)})
+        out.append(_results_message(fmt, results, tool_names)[0])
     return out
+
+
+def _frame(wrapped: str) -> tuple[str, str]:
+    """The text before and after a result's content in a wrapper rendered around ``\x00``."""
+    prefix, _, suffix = wrapped.partition("\x00")
+    return prefix, suffix
+
+
+def _results_message(
+    fmt: ToolFormat, results: list[tuple[str, str]], tool_names: Collection[str], follower: str | None = None
+) -> tuple[Message, str | None]:
+    """Consecutive results as one user message: defused together (no call read across them), then wrapped;
+    with ``follower``, the user text the results' turn will be merged with (``merge_adjacent_user_turns``:
+    after a blank line), defused with them."""
+    frames = [_frame(fmt.render_result(name, "\x00")) for name, _ in results]
+    texts = [content for _, content in results]
+    if follower is not None:
+        texts, frames = [*texts, follower], [*frames, ("\n", "")]
+    contents = defuse_all(texts, tool_names, frames)
+    wrapped = (fmt.render_result(name, content) for (name, _), content in zip(results, contents, strict=False))
+    return {"role": "user", "content": "\n".join(wrapped)}, contents[-1] if follower is not None else None
 
 
 def _defused_content(content: Any, tool_names: Collection[str]) -> Any:
@@ -189,11 +217,11 @@ FOLD_ANSWER = "Answer the question from these results."
 FOLD_CALL = "Call the next tool you need."
 
 
-def _fold_line(call: ToolCallRecord | None, name: str, content: str, tool_names: Collection[str]) -> str:
-    """One result as a line of facts: ``- get_weather({"city": "Oslo"}) returned: {...}``."""
+def _fold_prefix(call: ToolCallRecord | None, name: str, tool_names: Collection[str]) -> str:
+    """What comes before a result in its line of facts: ``- get_weather({"city": "Oslo"}) returned: ``."""
     if call is None:
-        return f"- {name} returned: {content}"
-    return f"- {call.name}({defuse(call.arguments, tool_names)}) returned: {content}"
+        return f"- {name} returned: "
+    return f"- {call.name}({defuse(call.arguments, tool_names)}) returned: "
 
 
 def _answered_call(result: Mapping[str, Any], waiting: list[ToolCallRecord]) -> ToolCallRecord | None:
@@ -232,14 +260,17 @@ def fold_history(
     ``instruction``. The assistant's text beside its calls is left out (its own words, already shown).
     """
     out: list[Message] = []
-    pending: list[str] = []  # folded lines since the last user message
+    pending: list[tuple[str, str]] = []  # (line start, result text) of the results since the last user message
     anchor: int | None = None  # index in ``out`` of the user message the lines belong to
     waiting: list[ToolCallRecord] = []  # the calls of the latest assistant message still without a result
 
     def flush(final: bool) -> None:
         if not pending:
             return
-        folded = _fold_into(out[anchor] if anchor is not None else None, pending, instruction if final else "")
+        frames = [(prefix, "") for prefix, _ in pending]
+        contents = defuse_all([content for _, content in pending], tool_names, frames)
+        lines = [prefix + content for (prefix, _), content in zip(pending, contents, strict=True)]
+        folded = _fold_into(out[anchor] if anchor is not None else None, lines, instruction if final else "")
         if anchor is None:
             out.append(folded)
         else:
@@ -254,8 +285,7 @@ def fold_history(
         if role in _RESULT_ROLES:
             call = _answered_call(message, waiting)
             name = call.name if call else str(message.get("name") or _UNKNOWN_TOOL)
-            content = defuse(content_text(message.get("content")), tool_names)
-            pending.append(_fold_line(call, name, content, tool_names))
+            pending.append((_fold_prefix(call, name, tool_names), content_text(message.get("content"))))
             continue
         if role == "assistant" and ("tool_calls" in message or "function_call" in message):
             waiting = _call_records(message)
