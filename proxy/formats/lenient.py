@@ -195,8 +195,11 @@ def rescue(raw: str, tools: Sequence[ToolSpec] | ToolIndex, closed: bool = False
     put back, as a GLM block ends only there."""
     if closed and raw.startswith(_TOOL_CALL) and not raw.rstrip().endswith(_TOOL_CALL_END):
         raw += _TOOL_CALL_END
+    index = tools if isinstance(tools, ToolIndex) else ToolIndex(tools)
+    if not index.mentioned_in(raw):  # no tool named, no call to read: a flood of broken blocks stays cheap
+        return None
     out = EventBuffer()
-    foreign = ForeignCalls(CallSlots(tools, len(raw) + 1, out), out)
+    foreign = ForeignCalls(CallSlots(index, len(raw) + 1, out), out)
     foreign.feed(raw)
     foreign.close("length")  # only whole blocks: one the output ended in stays the wrapped parser's
     events = out.take()
