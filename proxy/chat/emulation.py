@@ -14,6 +14,10 @@ in ``NoValidToolCall`` (or the text, with the rule's ``on_missing_call: "text"``
 repetition of text the client already has is skipped by the builder. What happened is reported to
 metrics once, at the end.
 
+One request must not hold the event loop: a payload's text is parsed in ``PARSE_SLICE`` pieces, and the
+upstream stream yields to the loop every few milliseconds of work (``UpstreamStream.pace``), so /healthz
+and other requests are served while a fast upstream streams text that is slow to parse.
+
 A plain answer is asked for where no call can help: the model only repeated calls whose results the
 history holds (``repeat``), or wrote nothing but a call when none may be made (``answer``); the next
 attempts run with the tools withdrawn (``EmulationPlan.answering``). Every text toolshim put into the
@@ -54,6 +58,11 @@ from .usage import AttemptUsage, settle_usage
 log = logging.getLogger(__name__)
 
 Chunk = dict[str, Any]
+
+# Characters of one payload's text parsed at a time: the stream yields to the event loop between
+# slices (``UpstreamStream.pace``), so one huge event cannot hold the loop for its whole parse.
+# Parsers give the same events for any split.
+PARSE_SLICE = 2048
 
 
 class Emulator:
@@ -243,7 +252,10 @@ class Emulator:
                 attempt.raw.append(delta.content)  # as received (the dump shows what the server ignored)
                 attempt.chunks += 1
             text = stops.feed(delta.content) if delta.content else ""
-            out += self._parse(parser, text, attempt)
+            for at in range(0, len(text), PARSE_SLICE):  # a huge payload is parsed in slices, pacing between
+                if at:
+                    await upstream_stream.pace()
+                out += self._parse(parser, text[at : at + PARSE_SLICE], attempt)
             if stops.hit is not None:  # end the turn there, as if the server had honoured ``stop``
                 attempt.finish = "stop"
                 self.metrics.record_stop_enforced(self.info.model, self.plan.format.name, self._tokens_saved(attempt))

@@ -111,8 +111,15 @@ class ToolIndex:
                 (_fold, ("name_separator", "name_case")),
             )
         ]
+        self._folded = tuple({_fold(name) for name in self.tools})
         self._validators: dict[str, Validator | None] = {}
         self.schema_problems: dict[str, str] = {}
+
+    def mentioned_in(self, text: str) -> bool:
+        """Whether ``text`` may name a tool: some name, near misses included (separators, case), occurs in
+        it. Cheap (C-speed substring checks): a call can only be read in text that passes."""
+        folded = _fold(text)
+        return any(name in folded for name in self._folded)
 
     def _group(self, key: Callable[[str], str]) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}

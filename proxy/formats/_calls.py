@@ -53,8 +53,11 @@ class CallSlots:
 
     __slots__ = ("_out", "count", "max_calls", "open", "tools")
 
-    def __init__(self, tools: Sequence[ToolSpec], max_calls: int, out: EventBuffer) -> None:
-        self.tools = ToolIndex(tools)
+    def __init__(self, tools: Sequence[ToolSpec] | ToolIndex, max_calls: int, out: EventBuffer) -> None:
+        """``tools``: the request's tools, or the index another ``CallSlots`` of the response built (a
+        lenient rescue runs once per malformed block: rebuilding the index and its validators each
+        time was most of the cost of a flood of broken blocks)."""
+        self.tools = tools if isinstance(tools, ToolIndex) else ToolIndex(tools)
         self.max_calls = max_calls
         self.count = 0  # call indexes handed out (ToolCallStart events emitted)
         self.open: int | None = None  # the index of a started call that has not ended yet

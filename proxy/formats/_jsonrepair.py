@@ -13,7 +13,9 @@ cover json5's everyday syntax (quotes, commas, keys, comments) while naming each
    start (prose or a code fence before, prose after the value); if that fails, a token-level
    rewrite to strict JSON (one regex pass with possessive quantifiers, so adversarial input
    stays linear) and ``json`` again.
-3. ``json5`` on inputs up to ``_JSON5_MAX_CHARS``.
+3. ``json5`` on inputs up to ``_JSON5_MAX_CHARS``, and only when the rewrite found a whole value that
+   strict ``json`` rejects (json5 costs ~0.2-1 ms a call however short the text; broken structure it
+   rejects too).
 
 ``escape_inner_quotes`` is not in that chain: unescaped double quotes inside a string value
 (``"He said "hi" there"``) can only be told from closing quotes by guessing, so ``_args`` tries it
@@ -295,8 +297,12 @@ def _candidate_starts(text: str) -> list[int]:
     return sorted(starts)[:_MAX_STARTS]
 
 
-def _parse_from(text: str, start: int) -> tuple[Any, Repairs] | None:
-    """The value starting at ``start``, by ``raw_decode`` or else by the token rewrite."""
+def _parse_from(text: str, start: int) -> tuple[Any, Repairs] | bool:
+    """The value starting at ``start``, by ``raw_decode`` or else by the token rewrite.
+
+    When neither reads it: True if the rewrite found a whole value that strict ``json`` still rejects
+    (json5-only syntax such as ``0x1F``, ``+1``, ``.5``), False if its structure is broken.
+    """
     repairs = _prefix_repairs(text[:start])
     decoded = _raw_decode(text, start)
     if decoded is not None:
@@ -306,10 +312,10 @@ def _parse_from(text: str, start: int) -> tuple[Any, Repairs] | None:
         rewriter = _Rewriter(text)
         rewritten = rewriter.run(start)
         if rewritten is None:
-            return None
+            return False
         loaded = loads_strict(rewritten[0])
         if loaded is None:
-            return None
+            return True
         value, end = loaded[0], rewritten[1]
         repairs.extend(rewriter.repairs)
         repairs.extend(loaded[1])
@@ -355,11 +361,17 @@ def parse_json_lenient(raw: str) -> tuple[Any, Repairs] | None:
     loaded = loads_strict(raw)
     if loaded is not None:
         return loaded
+    whole = False
     for start in _candidate_starts(raw):
         parsed = _parse_from(raw, start)
-        if parsed is not None:
+        if not isinstance(parsed, bool):
             return parsed
-    return _json5_fallback(raw)
+        whole = whole or parsed
+    # json5 costs ~0.2-1 ms per call however short the text: it only runs where the rewrite, which
+    # accepts every json5 structure, found a whole value. Broken structure (``{"name": }``, an
+    # unclosed object, a flood of openers) is rejected by json5 too; asking it anyway made 1 MiB of
+    # small broken blocks cost ~30 s.
+    return _json5_fallback(raw) if whole else None
 
 
 # Outside strings the scan jumps to the next quote or comment; inside, to the next quote or escape.

@@ -68,6 +68,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ._args import ToolIndex
 from ._calls import CallSlots
 from ._foreign import ForeignCalls
 from ._foreign_open import BLOCK_CAP, HOLD_CAP
@@ -96,7 +97,7 @@ class LenientParser:
     """A format's parser plus ``ForeignCalls`` on its Text, with one ``CallSlots`` for both."""
 
     def __init__(self, primary: StreamParser, tools: Sequence[ToolSpec], max_calls: int) -> None:
-        self._primary, self._tools = primary, tools
+        self._primary = primary
         self._out = EventBuffer()
         self._calls = CallSlots(tools, max_calls, self._out)
         self._foreign = ForeignCalls(self._calls, self._out)
@@ -171,7 +172,7 @@ class LenientParser:
         A call the wrapped parser started is rescued only as one call, and only when no argument text of
         it was relayed (fragments only ever append)."""
         index = self._index.get(event.index) if event.index is not None else None
-        calls = rescue(event.raw, self._tools, closed="truncated" not in event.reason)
+        calls = rescue(event.raw, self._calls.tools, closed="truncated" not in event.reason)
         started = event.index is not None
         if calls is None or (started and (len(calls) != 1 or event.index in self._streamed)):
             self._out.push(replace(event, index=index))
@@ -187,15 +188,18 @@ class LenientParser:
             index = None
 
 
-def rescue(raw: str, tools: Sequence[ToolSpec], closed: bool = False) -> list[ToolCallEnd] | None:
+def rescue(raw: str, tools: Sequence[ToolSpec] | ToolIndex, closed: bool = False) -> list[ToolCallEnd] | None:
     """The calls foreign recognition reads in ``raw`` when it is nothing but whole calls (blanks aside), or None.
 
     ``closed``: the block was complete, its ``</tool_call>`` left out of ``raw`` (hermes' Malformed): it is
     put back, as a GLM block ends only there."""
     if closed and raw.startswith(_TOOL_CALL) and not raw.rstrip().endswith(_TOOL_CALL_END):
         raw += _TOOL_CALL_END
+    index = tools if isinstance(tools, ToolIndex) else ToolIndex(tools)
+    if not index.mentioned_in(raw):  # no tool named, no call to read: a flood of broken blocks stays cheap
+        return None
     out = EventBuffer()
-    foreign = ForeignCalls(CallSlots(tools, len(raw) + 1, out), out)
+    foreign = ForeignCalls(CallSlots(index, len(raw) + 1, out), out)
     foreign.feed(raw)
     foreign.close("length")  # only whole blocks: one the output ended in stays the wrapped parser's
     events = out.take()

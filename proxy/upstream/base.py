@@ -4,6 +4,12 @@ Streams yield payloads: the ``data`` text of the upstream's SSE events (``[DONE]
 not yielded), or chunk dicts where the client library already built them (litellm). Closing a
 stream closes its connection, which is how a model server learns to stop generating.
 
+A stream also paces its reader (``pace``): an upstream that sends faster than the answer is parsed
+always has the next payload buffered, so reading it never waits and the loop would run this one
+request until its end, holding /healthz and every other request. After each payload the reader has
+handled, and wherever it calls ``pace`` inside one, the stream yields to the event loop once
+``PACE_SECONDS`` of work have gone by since it last did.
+
 ``open_stream`` adds the rule's ``first_token_timeout``: the headers and then the first token
 (content, reasoning, a call, or the finish) must come within it, else ``FirstTokenTimeout``.
 """
@@ -27,6 +33,8 @@ from ..wire.errors import (
     UpstreamUnavailable,
 )
 from .delta import Payload, decode, parse_payload
+
+PACE_SECONDS = 0.005  # at most this long on one request's stream before the others get the loop
 
 # observer(upstream_name, outcome, seconds, http_status_or_None)
 Observer = Callable[[str, str, float, int | None], None]
@@ -81,6 +89,7 @@ class UpstreamStream:
         self._finished = False
         self._first_token_by: float | None = None  # loop time by which a token must have come
         self._first_token_timeout = 0.0
+        self._paced_at = time.perf_counter()
 
     def expect_first_token(self, deadline: float, seconds: float) -> None:
         """Until a payload starts the answer, waiting past ``deadline`` (loop time) is a ``FirstTokenTimeout``."""
@@ -97,6 +106,7 @@ class UpstreamStream:
                 except StopAsyncIteration:
                     break
                 yield payload
+                await self.pace()
             self._report(None)
         except ProxyError as exc:
             self._report(exc)
@@ -116,6 +126,15 @@ class UpstreamStream:
         if _starts_answer(payload):
             self._first_token_by = None
         return payload
+
+    async def pace(self) -> None:
+        """Yield to the event loop when ``PACE_SECONDS`` have passed since the last yield here.
+
+        Wall time, not CPU time: it also counts waits for the network, which only makes the yield a
+        little more frequent (one ``sleep(0)`` costs microseconds)."""
+        if time.perf_counter() - self._paced_at >= PACE_SECONDS:
+            await asyncio.sleep(0)
+            self._paced_at = time.perf_counter()
 
     async def aclose(self) -> None:
         """Close the connection now (stops generation upstream); idempotent."""

@@ -31,7 +31,14 @@ from tests.formats.harness import (
     summarize,
 )
 from tests.formats.tools import TOOLS
-from tests.formats.work import ADVERSARIAL_OUTPUTS, adversarial_output, assert_linear, prose
+from tests.formats.work import (
+    ADVERSARIAL_OUTPUTS,
+    WORST_OUTPUTS,
+    adversarial_output,
+    assert_linear,
+    prose,
+    worst_output,
+)
 
 FORMAT_NAMES = sorted(FORMATS)
 LENIENT = load_golden("lenient")
@@ -311,3 +318,14 @@ def test_adversarial_output_is_linear(kind: str) -> None:
 def test_lenient_adversarial_output_is_linear(fmt: str, kind: str) -> None:
     unit = LENIENT_ADVERSARIAL[kind]
     assert_linear(lambda k: unit * (20_000 // len(unit)) * k, lambda text: chunked(fmt, text, 16))
+
+
+@pytest.mark.parametrize("kind", sorted(WORST_OUTPUTS))
+def test_worst_output_is_linear(kind: str) -> None:
+    """Malformed and never-closed calls, under the format they aim at with lenient recognition (as served):
+    the work stays linear (``bench/parser_worst.py`` prints what it costs)."""
+    fmt = WORST_OUTPUTS[kind][0].replace("any", "react")
+    # a bare object is held up to HOLD_CAP and cheaply; past it the text costs more per character, so the
+    # sizes start well past it
+    size = 8 * HOLD_CAP if kind == "bare_unclosed_string" else 8_000
+    assert_linear(lambda k: worst_output(kind, size * k), lambda text: chunked(fmt, text, 16))

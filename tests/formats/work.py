@@ -130,3 +130,42 @@ ADVERSARIAL_ARGUMENTS: dict[str, tuple[str, str, int, str]] = {
 def adversarial_arguments(kind: str, scale: int) -> str:
     head, unit, count, tail = ADVERSARIAL_ARGUMENTS[kind]
     return head + unit * count * scale + tail
+
+
+# Malformed and never-closed calls, as (the format they aim at, head, unit): the unit repeated after the head
+# to the size asked. Openers that never close, objects and brackets without end, strings without their quote,
+# xml / qwen3_xml / morph_xml parameters that never close, pythonic lists without ``]``, partial markers.
+# ``bench/parser_worst.py`` times each under every format; the tests check each is linear under its format
+# (lenient recognition on, as served). "any": the foreign-syntax recognizer every format runs.
+WORST_OUTPUTS: dict[str, tuple[str, str, str]] = {
+    "hermes_open_name": ("hermes", "", '<tool_call>{"name": '),
+    "hermes_open_call": ("hermes", "", '<tool_call>\n{"name": "search_docs", "arguments": {"query": "a"\n'),
+    "bare_open_name": ("hermes", "", '\n{"name": "search_docs", "arguments": {'),
+    "fence_open_call": ("any", "", '```json\n{"name": "search_docs", "arguments": {"query": '),
+    "unclosed_object": ("hermes", '<tool_call>{"name": "search_docs", "arguments": ', '{"a": '),
+    "bare_unclosed_object": ("any", '{"name": "search_docs", "arguments": ', '{"a": '),
+    "deep_brackets": ("hermes", "<tool_call>", "[{"),
+    "bare_deep_brackets": ("any", "", "[{"),
+    "unclosed_string": ("hermes", '<tool_call>{"name": "search_docs", "arguments": {"query": "', 'ab\\"c '),
+    "bare_unclosed_string": ("hermes", '{"name": "search_docs", "arguments": {"query": "', "abc {x} <y> "),
+    "xml_open_param": ("xml", "<tool:search_docs>\n<param:query>", "text </param:quer <param:q "),
+    "xml_open_tools": ("xml", "", "<tool:search_docs>\n<param:query>x\n"),
+    "qwen3_open_param": ("qwen3_xml", "<tool_call><function=search_docs>\n<parameter=query>\n", "t </paramete <par "),
+    "qwen3_open_functions": ("qwen3_xml", "", "<tool_call>\n<function=search_docs>\n<parameter=query>\nx\n"),
+    "morph_open_param": ("morph_xml", "<search_docs>\n<query>", "text </quer <b> "),
+    "morph_open_tools": ("morph_xml", "", "<search_docs><query>x"),
+    "pythonic_list": ("pythonic", "[", 'search_docs(query="a b", limit=1), '),
+    "pythonic_open_args": ("pythonic", '[search_docs(query="a", tags=', "[("),
+    "pythonic_open_string": ("pythonic", '[search_docs(query="', "abc ) ] "),
+    "react_open_input": ("react", "Action: search_docs\nAction Input: ", '{"query": '),
+    "caret_open_block": ("caret", "^^^search_docs\nquery: a\n---\n", "line ^^ ^^^x\n"),
+    "partial_markers": ("any", "", "<tool_cal</tool_cal<functio<parameter<param:<tool:<thin^^```"),
+    "foreign_wrappers": ("any", "", '<function_call>{"name": "search_docs", "argu'),
+    "mistral_open": ("any", "", '[TOOL_CALLS] [{"name": "search_docs", "arguments": {'),
+}
+
+
+def worst_output(kind: str, size: int) -> str:
+    """The ``kind`` of ``WORST_OUTPUTS``, about ``size`` characters long."""
+    _, head, unit = WORST_OUTPUTS[kind]
+    return head + unit * max(1, (size - len(head)) // len(unit))
