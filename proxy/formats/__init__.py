@@ -1,6 +1,8 @@
 """Tool-call text protocols, by stable name (the ``tool_mode`` values used in rules files).
 
-Adding a format: one new module with a ``ToolFormat`` class, one line here, its tests.
+Adding a format: one new module with a ``ToolFormat`` class, one line here, its tests. A format whose
+calls a grammar can pin down sets ``grammar`` to a ``CallGrammar`` (its builder beside it, e.g.
+``_hermes_grammar``); ``None`` otherwise. That attribute is the only list of formats with a grammar.
 
 This module is the package's public face: code outside ``formats`` imports from here (or from a
 format's own module), never from the private ``_`` modules. Besides the registry it offers the
@@ -18,9 +20,11 @@ from ._pythonic_values import plain_key
 from ._text import find_first, partial_marker_len
 from ._thought import set_thinking
 from .base import (
+    CallGrammar,
     Event,
     Malformed,
     Reasoning,
+    SchemaRules,
     SecondToolStarted,
     StreamParser,
     Text,
@@ -65,9 +69,11 @@ __all__ = [
     "FORMATS",
     "RESULT_CLOSE",
     "RESULT_OPEN",
+    "CallGrammar",
     "Event",
     "Malformed",
     "Reasoning",
+    "SchemaRules",
     "SecondToolStarted",
     "StreamParser",
     "Text",

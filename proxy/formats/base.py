@@ -30,12 +30,17 @@ returns True while it makes progress, False when it needs more input), a ``_run`
 ``EventBuffer`` for its output and a ``CallSlots`` (``_calls``) for call indexes, the cut, finishing
 calls and the truncation rule.
 
+A format whose calls a grammar can pin down (one value per parameter, in a syntax GBNF can spell) says so
+with ``grammar``, a ``CallGrammar``: the format's wrapper syntax around value rules that ``constrain``
+makes from each tool's JSON Schema (``SchemaRules``, llama.cpp's converter behind a small face, handed
+in because ``formats`` imports nothing of the package). The others' ``grammar`` is ``None``.
+
 This module imports nothing from the server side; no I/O, no asyncio.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -137,6 +142,45 @@ Event = Text | Reasoning | ToolCallStart | ToolCallArgs | ToolCallEnd | SecondTo
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"] | None
 
 
+# ---- the grammar a format's calls are constrained to ---------------------------------------
+
+
+class SchemaRules(Protocol):
+    """The JSON-Schema-to-GBNF converter as a format's grammar builder sees it (``constrain`` makes it).
+
+    One per grammar: the rules it is asked for accumulate, and ``lines`` writes them all out (the
+    converter's primitives included), so a builder asks for every value rule before ``lines``."""
+
+    def value(self, schema: Any, name: str) -> str:
+        """The name of a rule for values valid against ``schema`` (``name`` and helpers added)."""
+        ...
+
+    def add(self, name: str, rule: str) -> str:
+        """Add ``name ::= rule`` (a builder's own helper rule) and return the name to refer to it by."""
+        ...
+
+    def lines(self) -> list[str]:
+        """Every rule added so far, one ``name ::= rule`` per line."""
+        ...
+
+
+# (rules, tools, demand_call, max_calls, bare) -> the GBNF text; ``demand_call``: no free text (``required``
+# or a named function); ``bare``: the parser also reads calls without their wrapper (the rule's ``lenient``).
+GrammarBuilder = Callable[[SchemaRules, Sequence[ToolSpec], bool, int, bool], str]
+
+
+@dataclass(frozen=True, slots=True)
+class CallGrammar:
+    """How a format writes its calls as a GBNF grammar: the one place that says a format has one.
+
+    ``python_literals``: the values are Python literals (``True``, ``None``), not JSON, so ``constrain``
+    hands ``build`` a converter that spells them so. ``build`` may raise what the converter raises on a
+    schema it cannot express; ``constrain`` sends no grammar then."""
+
+    build: GrammarBuilder
+    python_literals: bool = False
+
+
 # ---- the plugin interface ---------------------------------------------------------------
 
 
@@ -161,6 +205,11 @@ class ToolFormat(Protocol):
     """A text protocol for tool calls. Stateless; one instance serves many requests."""
 
     name: str
+
+    @property
+    def grammar(self) -> CallGrammar | None:
+        """How to constrain this format's calls with a grammar; ``None``: its calls go unconstrained."""
+        ...
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         """The system-prompt instructions: tool schemas, the choice, one worked example."""

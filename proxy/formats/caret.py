@@ -63,6 +63,7 @@ from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
+    CallGrammar,
     Event,
     FinishReason,
     Reasoning,
@@ -459,6 +460,7 @@ class CaretFormat:
     """``^^^name`` blocks with ``key: value`` headers and an optional raw ``content`` body."""
 
     name = "caret"
+    grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         # The worked example calls a real tool (the named one, else the first): on BFCL the local model copied

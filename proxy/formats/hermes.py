@@ -48,6 +48,7 @@ from enum import IntEnum, auto
 from ._calls import CallSlots, truncated
 from ._guard import CallOpener, guard
 from ._hermes_calls import CallAssembler
+from ._hermes_grammar import HERMES_GRAMMAR
 from ._hermes_markup import (
     BARE_STOPS,
     BLOCK_TAGS,
@@ -74,6 +75,7 @@ from ._hermes_render import render_calls, tools_prompt
 from ._jsonscan import OUTSIDE_BARE, OUTSIDE_BLOCK, Scan
 from ._text import MAX_HOLDBACK, EventBuffer, find_first, partial_marker_len
 from .base import (
+    CallGrammar,
     Event,
     FinishReason,
     Malformed,
@@ -551,6 +553,7 @@ class HermesFormat:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, as Qwen2.5 and Hermes are trained."""
 
     name = "hermes"
+    grammar: CallGrammar | None = HERMES_GRAMMAR  # the grammar its calls are constrained to (_hermes_grammar)
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         return tools_prompt(tools, tool_choice, parallel)

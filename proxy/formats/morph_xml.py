@@ -50,7 +50,7 @@ from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, r
 from ._prompt import choice_instruction, describe_tools
 from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
-from .base import Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
+from .base import CallGrammar, Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
 _BLANKS = 16  # blanks allowed before a closing tag's ">" (bounds what BODY holds back)
 _ATTRS_CAP = 8192  # the longest opening tag with attributes held before it counts as prose
@@ -261,6 +261,7 @@ class MorphXmlFormat:
     """``<NAME><KEY>value</KEY></NAME>`` tool calls, for the request's tool names."""
 
     name = "morph_xml"
+    grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         named = tool_choice.name if tool_choice.mode == "named" else None

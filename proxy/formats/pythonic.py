@@ -50,9 +50,10 @@ from ._hermes_markup import RESPONSE, RESPONSE_END
 from ._hermes_render import _example_arguments
 from ._machine import StepParser
 from ._prompt import choice_instruction, describe_tools
+from ._pythonic_grammar import PYTHONIC_GRAMMAR
 from ._pythonic_values import decode_arguments, render_list
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
-from .base import Event, FinishReason, Reasoning, StreamParser, Text, ToolCallRecord, ToolChoice, ToolSpec
+from .base import CallGrammar, Event, FinishReason, Reasoning, StreamParser, Text, ToolCallRecord, ToolChoice, ToolSpec
 
 _THINK_END = "</think>"
 _NAME = r"[A-Za-z_][\w.\-]*"
@@ -472,6 +473,7 @@ class PythonicFormat:
     """``[name(key=value), ...]`` tool calls: a Python list of calls with literal arguments."""
 
     name = "pythonic"
+    grammar: CallGrammar | None = PYTHONIC_GRAMMAR  # the grammar its calls are constrained to (_pythonic_grammar)
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         # No worked example with a real tool: on BFCL the local model copied its placeholder values and

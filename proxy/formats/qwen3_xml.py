@@ -72,7 +72,7 @@ from ._qwen3_block import (
 )
 from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
-from .base import Event, FinishReason, Malformed, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
+from .base import CallGrammar, Event, FinishReason, Malformed, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
 
 _STOP = "<tool_response"
 _PROSE_MARKERS = (OPEN, CLOSE, FUNCTION, FUNCTION_END, PARAM, PARAM_END, _STOP)
@@ -321,6 +321,7 @@ class Qwen3XmlFormat:
     """``<tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>`` tool calls."""
 
     name = "qwen3_xml"
+    grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         named = tool_choice.name if tool_choice.mode == "named" else None

@@ -86,6 +86,7 @@ from ._react_lines import (
 )
 from ._text import MAX_HOLDBACK, EventBuffer, TextKind, partial_marker_len
 from .base import (
+    CallGrammar,
     Event,
     FinishReason,
     Reasoning,
@@ -573,6 +574,7 @@ class ReactFormat:
     """ReAct text protocol: ``Action:`` / ``Action Input:`` lines, ``Observation:`` results."""
 
     name = "react"
+    grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         return prompt_text(tools, tool_choice, parallel)

@@ -58,6 +58,7 @@ from ._tagprose import THINK_END, TagProse
 from ._text import EventBuffer
 from ._xml_render import EXAMPLE, SYNTAX, call_arguments, read_arguments, render_call, trim_value
 from .base import (
+    CallGrammar,
     Event,
     FinishReason,
     Malformed,
@@ -367,6 +368,7 @@ class XmlFormat:
     """``<tool:NAME><param:NAME>raw value</param:NAME></tool:NAME>`` tool calls."""
 
     name = "xml"
+    grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         return "\n\n".join(
