@@ -11,8 +11,9 @@ import openai
 import pytest
 from toolshim.chat import modes
 from toolshim.config.rules import RulesError, lint, load_rules
-from toolshim.constrain.grammars import CALL_HEAD, CALL_TAIL, GrammarCache, body_fields
-from toolshim.formats import FORMATS, ToolCallRecord, ToolChoice, ToolSpec, get_format
+from toolshim.constrain.grammars import GrammarCache, body_fields
+from toolshim.formats import FORMATS, CallGrammar, SchemaRules, ToolCallRecord, ToolChoice, ToolSpec, get_format
+from toolshim.formats._hermes_grammar import CALL_HEAD, CALL_TAIL
 
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
@@ -241,6 +242,40 @@ def test_constrained_true_needs_a_dialect(tmp_path: Path) -> None:
     rules["models"] = constrained("auto", fmt="pythonic")
     path.write_text(json.dumps(rules))
     assert lint(load_rules(path)) == []
+
+
+def test_each_format_says_whether_it_has_a_grammar(tmp_path: Path) -> None:
+    with_grammar = sorted(name for name, fmt in FORMATS.items() if fmt.grammar is not None)
+    assert with_grammar == ["hermes", "pythonic"]
+    rules = {
+        "upstreams": {"up": {"base_url": "http://127.0.0.1:1/v1", "constraint_dialect": "gbnf"}},
+        "models": constrained("auto", fmt="xml"),
+    }
+    path = tmp_path / "rules.json5"
+    path.write_text(json.dumps(rules))
+    assert any("(only 'hermes', 'pythonic')" in line for line in lint(load_rules(path)))
+
+
+def test_the_cache_builds_what_the_format_s_grammar_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format plugs its grammar in by its ``grammar`` alone: no list elsewhere names it."""
+    seen: list[tuple[bool, int, bool]] = []
+
+    def build(rules: SchemaRules, tools: Any, demand_call: bool, max_calls: int, bare: bool) -> str:
+        seen.append((demand_call, max_calls, bare))
+        value = rules.value(dict(tools[0].parameters), "args")
+        return "\n".join([*rules.lines(), f'root ::= "go(" {value} ")"']) + "\n"
+
+    class Plugged:
+        name = "plugged"
+        grammar = CallGrammar(build)
+
+    monkeypatch.setitem(FORMATS, "plugged", Plugged())  # type: ignore[arg-type]
+    grammar = GrammarCache().get("plugged", TOOLS[:1], ToolChoice("required"), 2, bare=False)
+    assert grammar is not None and 'root ::= "go(" args ")"' in grammar.text
+    assert parses(grammar.text)
+    assert seen == [(True, 2, False)]
+    monkeypatch.setattr(Plugged, "grammar", None)
+    assert GrammarCache().get("plugged", TOOLS[:1], ToolChoice("required"), 2) is None
 
 
 @pytest.mark.parametrize("dialect", ["gbnf", "vllm"])

@@ -4,36 +4,15 @@ Sans-IO. From (format, tools, tool_choice, call limit) it builds a GBNF grammar 
 are exactly what the format's parser reads as valid calls: the format's wrapper syntax, the name
 one of the offered tools, the arguments valid against that tool's JSON Schema. With ``required``
 or a named function the output is 1..max_calls calls and nothing else; with ``auto`` it is either
-free text or such calls. Free text may not start the way a call does (``FREE_TEXT_NOT_FIRST``), so a
-model that starts writing a call can only finish it validly.
+free text or such calls, and free text may not start the way a call does.
 
-hermes: where the parser reads bare call objects (the rule's ``lenient``, on by default), the calls may
-also be written bare, ``{"name": ...}`` without the wrapper: small Qwen models do, and a grammar without
-that branch pushed them into prose instead of a call (BFCL: 11 of 21)::
-
-    root        ::= tool-calls | bare-calls | free-text    # auto; no free-text when a call is demanded
-    tool-calls  ::= tool-call ("\\n" tool-call){0,N-1}
-    bare-calls  ::= call-object ("\\n" call-object){0,N-1}
-    tool-call   ::= "<tool_call>\\n" call-object "\\n</tool_call>"
-    call-object ::= "{\\"name\\": " (tool-0 | tool-1) "}"
-    tool-0      ::= "\\"get_weather\\", \\"arguments\\": " tool-0-args   # args: llama.cpp's converter
-
-pythonic: one Python list of keyword calls, the values Python literals of each parameter's schema
-(required parameters first, in the schema's order, then any of the optional ones, in order, as
-llama.cpp orders an object's keys); a tool with a parameter name that is no Python identifier takes its
-arguments as one dict (``f({"a-b": 1})``, which the parser reads too)::
-
-    root        ::= call-list | free-text
-    call-list   ::= "[" call (", " call){0,N-1} "]"
-    call        ::= tool-0 | tool-1
-    tool-0      ::= "get_weather(" tool-0-kwargs ")"
-    tool-0-kwargs ::= "city=" tool-0-city (", unit=" tool-0-unit)?
-
-Formats whose arguments are not one value per parameter in a syntax a grammar can pin down (xml's
-parameter tags, caret's body) or whose calls are free-form lines (react) get no constraint (``build``
-returns ``None``) and run as before. The value rules are llama.cpp's own converter (``schema_grammar``).
-Grammars are cached per (format, tools, choice, calls) in an LRU, so a repeated tool set costs a
-dictionary look-up.
+The format owns its grammar: its ``grammar`` (a ``formats.CallGrammar``, e.g. hermes' and pythonic's
+in their ``_hermes_grammar``/``_pythonic_grammar`` modules) writes the wrapper syntax; this module hands
+it llama.cpp's converter for the value rules (``schema_gbnf.schema_rules``), caches the result and
+wraps it for the upstream. Formats whose arguments are not one value per parameter in a syntax a
+grammar can pin down (xml's parameter tags, caret's body) or whose calls are free-form lines (react)
+have no grammar (``grammar is None``), get no constraint and run as before. Grammars are cached per
+(format, tools, choice, calls) in an LRU, so a repeated tool set costs a dictionary look-up.
 
 How the grammar travels (``dialect``, an upstream option): ``gbnf`` puts it in ``grammar``
 (llama.cpp's server, llama-cpp-python, LocalAI); ``vllm`` in ``structured_outputs.grammar``
@@ -50,31 +29,19 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config.allowlist import Injected
-from ..config.rules import CONSTRAINED_FORMATS
-from ..formats import CALL_CLOSE as CLOSE
-from ..formats import CALL_OPEN as OPEN
-from ..formats import ToolChoice, ToolSpec, plain_key
-from .schema_gbnf import CONVERTER_ERRORS, ConverterMissing, converter, literal, value_rule
+from ..formats import FORMATS, CallGrammar, ToolChoice, ToolSpec
+from .schema_gbnf import CONVERTER_ERRORS, ConverterMissing, schema_rules
 
 log = logging.getLogger(__name__)
 
 Dialect = Literal["gbnf", "vllm", "none"]
 DIALECTS: tuple[str, ...] = ("gbnf", "vllm", "none")
-SUPPORTED_FORMATS = CONSTRAINED_FORMATS
 _CACHE_SIZE = 256
-CALL_OBJECT = '{"name": '
-CALL_HEAD = OPEN + "\n" + CALL_OBJECT  # as hermes' render_call writes a call
-CALL_TAIL = "}\n" + CLOSE
-# Free text may not start with these: a call's first character, a blank or NUL. hermes: "<" and "{"
-# (wrapped, bare); pythonic: "[" (the list), "`" (a fence, whose calls the parser leaves as text), and
-# "<" / "{" (other syntaxes the lenient parser would read without the grammar's checks).
-FREE_TEXT_NOT_FIRST = "<{\\x00 \\t\\n\\r"
-PYTHONIC_NOT_FIRST = "[`<{\\x00 \\t\\n\\r"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,91 +54,10 @@ class Grammar:
     cached: bool
 
 
-def _tool_rules(made: Any, tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:
-    """One rule per tool: its name as JSON, then its arguments under its schema (converter's rules)."""
-    rules = []
-    for i, tool in enumerate(tools):
-        args_rule = value_rule(made, dict(tool.parameters), f"tool-{i}-args")
-        rules.append((f"tool-{i}", literal(json.dumps(tool.name) + ', "arguments": ') + " " + args_rule))
-    return rules
-
-
-def _free_text(not_first: str) -> str:
-    return f"free-text ::= [^{not_first}] [^\\x00]*"
-
-
-def hermes_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int, bare: bool = True) -> str:
-    """The hermes grammar (see the module docstring); raises ``ConverterMissing`` or a converter error.
-    ``bare``: the parser reads bare call objects too (lenient recognition), so the grammar offers them."""
-    made = converter()
-    tool_rules = _tool_rules(made, tools)
-    lines = made.format_grammar().splitlines()
-    lines += [f"{name} ::= {rule}" for name, rule in tool_rules]
-    names = " | ".join(name for name, _ in tool_rules)
-    calls = ["tool-calls", *(["bare-calls"] if bare else []), *([] if demand_call else ["free-text"])]
-    lines += [
-        f"call-object ::= {literal(CALL_OBJECT)} ({names}) {literal('}')}",
-        f"tool-call ::= {literal(OPEN + chr(10))} call-object {literal(chr(10) + CLOSE)}",
-        f"tool-calls ::= tool-call{_more('tool-call', max_calls)}",
-        *([f"bare-calls ::= call-object{_more('call-object', max_calls)}"] if bare else []),
-        *([] if demand_call else [_free_text(FREE_TEXT_NOT_FIRST)]),
-        "root ::= " + " | ".join(calls),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _more(rule: str, max_calls: int, separator: str = "\n") -> str:
-    """Up to ``max_calls - 1`` more of ``rule``, each after ``separator``."""
-    return "" if max_calls <= 1 else f" ({literal(separator)} {rule}){{0,{max_calls - 1}}}"
-
-
-def _kwargs_rule(made: Any, tool: ToolSpec, prefix: str) -> str:
-    """``city="Paris", unit="celsius"`` for one tool: required keywords first, in the schema's order,
-    then any of the optional ones in order (the parser reads keywords in any order; one order is
-    enough for a model to write a valid call). A parameter name no keyword can spell: one dict."""
-    params = dict(tool.parameters)
-    props = params.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    if not all(plain_key(str(name)) for name in props):
-        return value_rule(made, params, f"{prefix}-dict")
-    wanted = set(params.get("required") or ())
-    required = [n for n in props if n in wanted]
-    optional = [n for n in props if n not in required]
-    kv = {n: f"{literal(f'{n}=')} {value_rule(made, props[n], f'{prefix}-{n}')}" for n in props}
-    rule = f" {literal(', ')} ".join(kv[n] for n in required)
-    if not optional:
-        return rule or '""'
-    # tails[i]: any of optional[i:], in order, each after a comma (a named rule each: linear in size).
-    tails = [""] * (len(optional) + 1)
-    for i in range(len(optional) - 1, -1, -1):
-        tails[i] = made._add_rule(f"{prefix}-rest-{i}", f"({literal(', ')} {kv[optional[i]]})? {tails[i + 1]}".strip())
-    if required:
-        return f"{rule} {tails[0]}"
-    # No required keyword: the first one written has no comma before it.
-    return "(" + " | ".join(f"{kv[n]} {tails[i + 1]}".strip() for i, n in enumerate(optional)) + ")?"
-
-
-def pythonic_grammar(tools: Sequence[ToolSpec], demand_call: bool, max_calls: int, bare: bool = True) -> str:
-    """The pythonic grammar (see the module docstring); raises ``ConverterMissing`` or a converter error."""
-    del bare  # a bare call is one the prompt does not ask for; the list is the form the grammar offers
-    made = converter(python=True)
-    tool_rules = [
-        (f"tool-{i}", f"{literal(t.name + '(')} {_kwargs_rule(made, t, f'tool-{i}')} {literal(')')}")
-        for i, t in enumerate(tools)
-    ]
-    lines = made.format_grammar().splitlines()
-    lines += [f"{name} ::= {rule}" for name, rule in tool_rules]
-    lines += [
-        "call ::= " + " | ".join(name for name, _ in tool_rules),
-        f'call-list ::= "[" call{_more("call", max_calls, ", ")} "]"',
-        *([] if demand_call else [_free_text(PYTHONIC_NOT_FIRST)]),
-        "root ::= " + " | ".join(["call-list", *([] if demand_call else ["free-text"])]),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-GrammarBuilder = Callable[[Sequence[ToolSpec], bool, int, bool], str]
-BUILDERS: dict[str, GrammarBuilder] = {"hermes": hermes_grammar, "pythonic": pythonic_grammar}
+def grammar_of(fmt: str) -> CallGrammar | None:
+    """The registered format's grammar, or ``None`` (no such format, or its calls take no grammar)."""
+    found = FORMATS.get(fmt)
+    return None if found is None else found.grammar
 
 
 class GrammarCache:
@@ -188,7 +74,8 @@ class GrammarCache:
     ) -> Grammar | None:
         """The grammar for this request, or ``None`` where none fits (format, schema, no converter).
         ``bare``: bare call objects are calls too (the rule's ``lenient``)."""
-        if fmt not in SUPPORTED_FORMATS or not tools or choice.mode == "none":
+        spec = grammar_of(fmt)
+        if spec is None or not tools or choice.mode == "none":
             return None
         started = time.perf_counter()
         demand = choice.mode in ("required", "named")
@@ -197,16 +84,16 @@ class GrammarCache:
             self._items.move_to_end(key)
             text = self._items[key]
             return None if text is None else Grammar(text, time.perf_counter() - started, cached=True)
-        built = self._build(fmt, tools, demand, max_calls, bare)
+        built = self._build(spec, tools, demand, max_calls, bare)
         self._items[key] = built
         if len(self._items) > self._size:
             self._items.popitem(last=False)
         return None if built is None else Grammar(built, time.perf_counter() - started, cached=False)
 
     @staticmethod
-    def _build(fmt: str, tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str | None:
+    def _build(spec: CallGrammar, tools: Sequence[ToolSpec], demand: bool, max_calls: int, bare: bool) -> str | None:
         try:
-            return BUILDERS[fmt](tools, demand, max_calls, bare)
+            return spec.build(schema_rules(python=spec.python_literals), tools, demand, max_calls, bare)
         except ConverterMissing as exc:
             log.warning("%s", exc)
             return None

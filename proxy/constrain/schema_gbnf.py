@@ -1,6 +1,7 @@
 """JSON Schema to GBNF: llama.cpp's own converter, loaded lazily, with the two things its copy lacks.
 
-Sans-IO. ``constraint.py`` builds a format's grammar around the value rules made here. The converter is
+Sans-IO. A format's grammar (its ``CallGrammar``) is built around the value rules made here, through
+``schema_rules`` (the converter behind the small face ``formats.SchemaRules`` describes). The converter is
 the one llama.cpp's server uses for ``json_schema``, as llama-cpp-python ships it (its pure-Python
 ``llama_grammar.py``, loaded on first use without the package, so no native library is loaded). Why not
 the others: llguidance and outlines-core do not emit GBNF (llguidance's Lark dialect needs a llama.cpp
@@ -41,11 +42,6 @@ _PYTHON_PRIMITIVES = {
 
 class ConverterMissing(RuntimeError):
     """llama-cpp-python (its ``llama_grammar.py``) is not installed: toolshim's ``constrain`` extra."""
-
-
-def literal(value: str) -> str:
-    """``value`` as a GBNF string literal (GBNF escapes as JSON does)."""
-    return json.dumps(value, ensure_ascii=False)
 
 
 @functools.cache
@@ -103,3 +99,25 @@ def value_rule(made: Any, schema: Any, name: str) -> str:
     """The rule name for values of ``schema`` (``$ref`` resolved, a private copy of the schema)."""
     resolved = made.resolve_refs(json.loads(json.dumps(schema)), "tool")
     return str(made.visit(resolved, name))
+
+
+class ConverterRules:
+    """One converter as ``formats.SchemaRules``: what a format's grammar builder may ask of it. The
+    formats cannot import this module, so ``grammars`` hands them one of these."""
+
+    def __init__(self, made: Any) -> None:
+        self._made = made
+
+    def value(self, schema: Any, name: str) -> str:
+        return value_rule(self._made, schema, name)
+
+    def add(self, name: str, rule: str) -> str:
+        return str(self._made._add_rule(name, rule))
+
+    def lines(self) -> list[str]:
+        return list(self._made.format_grammar().splitlines())
+
+
+def schema_rules(*, python: bool = False) -> ConverterRules:
+    """A fresh converter for one grammar; ``python``: values spelled as Python literals."""
+    return ConverterRules(converter(python=python))
