@@ -166,9 +166,6 @@ def _masked_param(param: str) -> str:
     return f"{name}={MASK}" if equals else MASK
 
 
-# The formats constraint.py builds a grammar for (kept here so the rules need not import it).
-CONSTRAINED_FORMATS: frozenset[str] = frozenset({"hermes", "pythonic"})
-
 # The default first_token_timeout: twice the default read_timeout. A server that sends nothing until
 # its first token (llama.cpp, vLLM during prefill) is already cut by read_timeout (300 s idle), so this
 # never ends a wait sooner than the default read_timeout would; it ends a stream that stays alive without
@@ -354,6 +351,11 @@ class RuleSet:
         return names
 
 
+def _grammar_formats() -> list[str]:
+    """The registered formats that have a grammar, sorted: each format says so itself (``grammar``)."""
+    return sorted(name for name, fmt in FORMATS.items() if fmt.grammar is not None)
+
+
 def _quoted(names: list[str]) -> str:
     return ", ".join(repr(name) for name in names)
 
@@ -504,10 +506,10 @@ def lint(rules: RuleSet) -> list[str]:
                 break
     for i, rule in enumerate(rules.models):
         emulates = rule.fallback_format if rule.tool_mode == "auto" else rule.tool_mode
-        if rule.constrained is not False and emulates in FORMATS and emulates not in CONSTRAINED_FORMATS:
+        if rule.constrained is not False and emulates in FORMATS and FORMATS[emulates].grammar is None:
             found.append(
                 f"models[{i}].constrained: format {emulates!r} has no grammar (only "
-                f"{_quoted(sorted(CONSTRAINED_FORMATS))}): its calls go unconstrained"
+                f"{_quoted(_grammar_formats())}): its calls go unconstrained"
             )
     for name, upstream in rules.upstreams.items():
         if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
