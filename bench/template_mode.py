@@ -255,11 +255,3 @@ def parse_hermes(text: str) -> Parsed:
         return _parse(text)
     except _Incomplete:
         return Parsed(text)
-
-
-def tool_calls(parsed: Parsed) -> list[dict[str, Any]]:
-    """The calls as OpenAI ``tool_calls`` dicts."""
-    return [
-        {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
-        for i, (name, arguments) in enumerate(parsed.calls)
-    ]

@@ -14,7 +14,6 @@ from bench.template_mode import (
     TemplateError,
     parse_hermes,
     read_gguf_metadata,
-    tool_calls,
 )
 
 TINY = (
@@ -132,9 +131,3 @@ def test_a_call_llama_cpp_cannot_finish_turns_the_whole_completion_into_content(
 
 def test_not_json_after_a_function_tag_is_skipped_like_llama_cpp() -> None:
     assert parse_hermes('<function=f>oops <function=g>{"a": 1}</function>') == Parsed("oops", (("g", '{"a":1}'),))
-
-
-def test_calls_become_openai_tool_calls() -> None:
-    assert tool_calls(Parsed(None, (("f", "{}"),))) == [
-        {"id": "call_0", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    ]
