@@ -127,7 +127,7 @@ class ChatTemplate:
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> str:
         """The prompt for the next assistant turn, the tools (OpenAI's list) given to the template."""
-        return (
+        return str(
             _environment()
             .from_string(self.source)
             .render(
