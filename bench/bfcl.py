@@ -8,6 +8,10 @@ each mode:
 
 * ``native``: straight to the model server with BFCL's OpenAI ``tools``, ``tool_choice: "auto"`` and
   ``parallel_tool_calls: true`` (the emulated modes send the same);
+* ``template``: the fair native baseline, what llama-server ``--jinja`` and Ollama do with ``tools``: the
+  GGUF's own chat template renders BFCL's OpenAI tools and the messages, the prompt goes to the model
+  server's raw ``/v1/completions``, and the completion is read as llama.cpp's server reads it for that
+  template family (``<tool_call>`` blocks and its lenient variants; ``bench/template_mode.py``);
 * ``prompt``: straight to the model server with BFCL's prompt-mode system prompt and no ``tools``
   (the answer is decoded from ``[func(a=1)]`` text, as BFCL does for prompt models);
 * ``FORMAT`` (``hermes``, ``react``, ...): through toolshim with that ``tool_mode``;
@@ -35,6 +39,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Any
 
 from openai import APIError, OpenAI
@@ -48,17 +53,20 @@ from toolshim.formats import FORMATS  # noqa: E402
 
 from bench.bfcl_score import CATEGORIES, KNOWN_CATEGORIES, Bfcl, Question  # noqa: E402
 from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, invalid_args, is_empty  # noqa: E402
+from bench.template_mode import ChatTemplate, parse_hermes  # noqa: E402
 from scripts import local_stack  # noqa: E402
-from scripts.local_model import spec_for  # noqa: E402
+from scripts.local_model import model_path, spec_for  # noqa: E402
 
-DIRECT_MODES = ("native", "prompt")
+DIRECT_MODES = ("native", "template", "prompt")
+TEMPLATE = "template"
 CONSTRAINED = "+constrained"
 CONSTRAINT_OPTION = "constrained"  # the rule option that turns on constrained decoding
 
 
 @dataclass(frozen=True, slots=True)
 class Mode:
-    """How a question is asked: straight to the server (``native``, ``prompt``) or via a toolshim rule."""
+    """How a question is asked: straight to the server (``native``, ``template``, ``prompt``) or via a toolshim
+    rule."""
 
     name: str
     tool_format: str | None = None
@@ -68,6 +76,11 @@ class Mode:
     def prompting(self) -> bool:
         """BFCL prompt mode: no ``tools``, the calls are text to decode."""
         return self.name == "prompt"
+
+    @property
+    def templated(self) -> bool:
+        """The model's own chat template, rendered here and sent as a raw completion."""
+        return self.name == TEMPLATE
 
     @property
     def exposed_model(self) -> str:
@@ -171,6 +184,19 @@ def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> 
     return {**body, "messages": question.messages, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": True}
 
 
+def template_request(template: ChatTemplate, bfcl: Bfcl, question: Question, max_tokens: int) -> dict[str, Any]:
+    """The raw completion llama-server ``--jinja`` would run: the model's template with the tools, at temperature 0."""
+    prompt = template.render(question.messages, bfcl.tools(question))
+    return {"prompt": prompt, "temperature": 0, "max_tokens": max_tokens, "stop": list(template.stops)}
+
+
+def template_message(text: str) -> SimpleNamespace:
+    """A completion as llama-server's chat answer: ``content`` and ``tool_calls`` as its Hermes parser reads them."""
+    parsed = parse_hermes(text)
+    calls = [SimpleNamespace(function=SimpleNamespace(name=n, arguments=a)) for n, a in parsed.calls]
+    return SimpleNamespace(content=parsed.content, tool_calls=calls or None)
+
+
 def raw_result(message: Any, prompting: bool) -> Any:
     """``OpenAICompletionsHandler._parse_query_response_*``: the calls as ``[{name: arguments}]``, else content."""
     if not prompting and message.tool_calls:
@@ -178,8 +204,20 @@ def raw_result(message: Any, prompting: bool) -> Any:
     return message.content
 
 
-def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> Outcome:
-    """One timed non-streaming request, scored."""
+def ask(
+    client: OpenAI,
+    model: str,
+    bfcl: Bfcl,
+    mode: Mode,
+    question: Question,
+    max_tokens: int,
+    template: ChatTemplate | None = None,
+) -> Outcome:
+    """One timed non-streaming request, scored (``template``: the chat template the ``template`` mode renders)."""
+    if mode.templated:
+        if template is None:
+            raise ValueError("the template mode needs the model's chat template")
+        return ask_template(client, model, bfcl, mode, question, max_tokens, template)
     began = time.monotonic()
     try:
         raw = client.chat.completions.with_raw_response.create(
@@ -211,6 +249,44 @@ def ask(client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, 
         usage=has_usage(response),
         grammar=raw.headers.get("x-toolshim-grammar"),
         finish=response.choices[0].finish_reason,
+        completion_tokens=response.usage.completion_tokens if response.usage else None,
+    )
+    return judged(outcome, mode, bfcl.tools(question))
+
+
+def ask_template(
+    client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int, template: ChatTemplate
+) -> Outcome:
+    """The ``template`` mode's request: a raw completion of the rendered prompt, parsed as llama-server would."""
+    began = time.monotonic()
+    try:
+        response = client.completions.create(model=model, **template_request(template, bfcl, question, max_tokens))
+    except APIError as exc:
+        seconds = time.monotonic() - began
+        return Outcome(
+            mode.name, question.category, question.id, False, False, seconds, "request", str(exc), None, None, None
+        )
+    seconds = time.monotonic() - began
+    choice = response.choices[0]
+    message = template_message(choice.text)
+    result = raw_result(message, prompting=False)
+    verdict = bfcl.score(question, result, False)
+    finish = "tool_calls" if message.tool_calls and choice.finish_reason == "stop" else choice.finish_reason
+    outcome = Outcome(
+        mode.name,
+        question.category,
+        question.id,
+        verdict.valid,
+        False,
+        seconds,
+        verdict.error_type,
+        verdict.error,
+        result,
+        message.content,
+        verdict.decoded,
+        empty=is_empty(message),
+        usage=has_usage(response),
+        finish=finish,
         completion_tokens=response.usage.completion_tokens if response.usage else None,
     )
     return judged(outcome, mode, bfcl.tools(question))
@@ -308,20 +384,25 @@ def run_modes(
 ) -> list[Outcome]:
     """Start the model server and toolshim, ask every question in every mode, write each answer."""
     outcomes: list[Outcome] = []
+    template = ChatTemplate.from_gguf(model_path(args.model)) if any(m.templated for m in modes) else None
     with local_stack.services_stopped_on_exit() as started:
-        server = local_stack.start_model_server(args.model)
-        started.append(server)
-        clients = {"direct": OpenAI(base_url=server.base_url, api_key="unused", timeout=600, max_retries=0)}
+        if args.server:
+            base_url, model_id = args.server.rstrip("/"), spec_for(args.model).alias
+        else:
+            server = local_stack.start_model_server(args.model)
+            started.append(server)
+            base_url, model_id = server.base_url, server.model_id
+        clients = {"direct": OpenAI(base_url=base_url, api_key="unused", timeout=600, max_retries=0)}
         if any(m.tool_format for m in modes):
-            proxy = local_stack.start_toolshim(rules_for_modes(modes, server.base_url, server.model_id, args.rule))
+            proxy = local_stack.start_toolshim(rules_for_modes(modes, base_url, model_id, args.rule))
             started.append(proxy)
             clients["toolshim"] = OpenAI(base_url=proxy.base_url, api_key="unused", timeout=600, max_retries=0)
         try:
             for mode in modes:
                 client = clients["toolshim" if mode.tool_format else "direct"]
-                model = mode.exposed_model if mode.tool_format else server.model_id
+                model = mode.exposed_model if mode.tool_format else model_id
                 for number, question in enumerate(questions, 1):
-                    outcome = ask(client, model, bfcl, mode, question, args.max_tokens)
+                    outcome = ask(client, model, bfcl, mode, question, args.max_tokens, template)
                     outcomes.append(outcome)
                     out.write(json.dumps(asdict(outcome), ensure_ascii=False) + "\n")
                     out.flush()
@@ -333,7 +414,7 @@ def run_modes(
 
 
 def default_modes() -> str:
-    """Both direct modes, then every format without and with constrained decoding."""
+    """The direct modes, then every format without and with constrained decoding."""
     formats = sorted(FORMATS)
     return ",".join([*DIRECT_MODES, *formats, *(f + CONSTRAINED for f in formats)])
 
@@ -370,6 +451,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="a toolshim rule option for every emulated mode (VALUE as JSON, else a string), e.g. tool_order=relevance",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="ask this already running model server (OpenAI base URL, serving --model) instead of starting one",
     )
     parser.add_argument("--out", type=Path, default=Path("bfcl-answers.jsonl"), help="JSON lines, one per answer")
     parser.add_argument(

@@ -19,7 +19,9 @@ from bench.bfcl import (
     TABLE_HEAD,
     Mode,
     Outcome,
+    ask,
     check_rules,
+    default_modes,
     grammar_costs,
     leaked,
     length_cuts,
@@ -31,6 +33,8 @@ from bench.bfcl import (
     rules_for_modes,
     table,
 )
+from bench.bfcl_score import Question, Verdict
+from bench.template_mode import ChatTemplate
 
 FORMATS = ("hermes", "react")
 
@@ -207,3 +211,86 @@ def test_report_reads_answer_files_back(tmp_path: Path) -> None:
     text = report(load_answers(files), "HEAD")
     assert text.startswith(table(outcomes, "HEAD"))
     assert "grammar, hermes+constrained: first request built 3.000 ms" in text
+
+
+def test_the_template_mode_is_direct_and_listed_by_default() -> None:
+    modes = parse_modes("native,template,prompt,hermes", FORMATS)
+    assert modes[1] == Mode("template") and modes[1].templated and not modes[1].prompting
+    assert [m.templated for m in modes] == [False, True, False, False]
+    assert [r["match"] for r in rules_for_modes(modes, "http://127.0.0.1:9/v1", "qwen")["models"]] == ["bfcl-hermes"]
+    assert default_modes().startswith("native,template,prompt,")
+    with pytest.raises(ValueError, match="unknown mode 'template\\+constrained'"):
+        parse_modes("template+constrained", FORMATS)
+
+
+class FakeBfcl:
+    """The two things ``ask`` needs of BFCL: the question's tools and a verdict (here: the result echoed)."""
+
+    def tools(self, question: Question) -> list[dict[str, object]]:
+        return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+
+    def score(self, question: Question, result: object, prompting: bool) -> Verdict:
+        return Verdict(isinstance(result, list), "" if isinstance(result, list) else "no call", "", result)
+
+
+class FakeCompletions:
+    def __init__(self, text: str, finish: str = "stop") -> None:
+        self.text, self.finish = text, finish
+        self.sent: dict[str, object] = {}
+
+    def create(self, **body: object) -> SimpleNamespace:
+        self.sent = body
+        choice = SimpleNamespace(text=self.text, finish_reason=self.finish)
+        return SimpleNamespace(choices=[choice], usage=SimpleNamespace(prompt_tokens=5, completion_tokens=7))
+
+
+@pytest.mark.parametrize(
+    ("text", "finish", "result", "content", "finish_reason"),
+    [
+        (
+            '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>',
+            "stop",
+            [{"f": '{"x":1}'}],
+            None,
+            "tool_calls",
+        ),
+        ("No tool fits.", "stop", "No tool fits.", "No tool fits.", "stop"),
+        (
+            '<tool_call>\n{"name": "f", "arguments": {"x": 1}}',
+            "length",
+            '<tool_call>\n{"name": "f", "arguments": {"x": 1}}',
+            '<tool_call>\n{"name": "f", "arguments": {"x": 1}}',
+            "length",
+        ),
+    ],
+)
+def test_the_template_mode_sends_the_rendered_prompt_raw_and_reads_the_answer_as_llama_server(
+    text: str, finish: str, result: object, content: str | None, finish_reason: str
+) -> None:
+    template = ChatTemplate.with_stops(
+        "{% for t in tools %}{{ t.function.name }};{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}",
+        eos_token="<|endoftext|>",
+    )
+    question = Question("simple_python", "simple_python_0", [{"role": "user", "content": "hi"}], [], [])
+    completions = FakeCompletions(text, finish)
+    client = SimpleNamespace(completions=completions)
+    got = ask(client, "qwen", FakeBfcl(), Mode("template"), question, 64, template)  # type: ignore[arg-type]
+    assert completions.sent == {
+        "model": "qwen",
+        "prompt": "f;hi<|im_start|>assistant",
+        "temperature": 0,
+        "max_tokens": 64,
+        "stop": ["<|endoftext|>"],  # and <|im_end|> where the template ends turns with it
+    }
+    assert (got.mode, got.result, got.content, got.finish, got.completion_tokens) == (
+        "template",
+        result,
+        content,
+        finish_reason,
+        7,
+    )
+    assert got.valid is isinstance(result, list) and got.usage
+    assert got.leaked is (finish == "length")  # an unfinished call stays in the content, as llama-server leaves it
+    with pytest.raises(ValueError, match="chat template"):
+        ask(client, "qwen", FakeBfcl(), Mode("template"), question, 64)  # type: ignore[arg-type]
