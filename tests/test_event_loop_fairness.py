@@ -5,7 +5,8 @@ has more to read than it can parse (a fake upstream on the proxy's own loop woul
 proxy waits, and so hand it pauses a real fast upstream does not). The answer is text that keeps the
 parser busy and undecided: never-closed ``<tool_call>`` openers and objects, partial markers. While it
 is parsed, /healthz is asked again and again on the proxy's loop; each answer must come within half a
-second, however loaded the machine (the proxy yields every few milliseconds of work).
+second on a quiet machine, and within a fifth of the stream's own time on a loaded one (the proxy yields
+every few milliseconds of work; a stalled loop makes /healthz wait for nearly the whole stream).
 
 The parser's own cost is checked to be linear without a clock in ``tests/formats`` (``assert_linear``
 over ``ADVERSARIAL_OUTPUTS``); ``bench/parser_worst.py`` prints the absolute figures.
@@ -116,5 +117,8 @@ async def test_healthz_answers_while_worst_output_is_parsed(
             await asyncio.sleep(0.02)
         seconds, size = await streaming
     assert size > 0
-    assert max(latencies) < 0.5, f"/healthz took up to {max(latencies):.2f} s during a {seconds:.2f} s stream"
+    # half a second on a quiet machine; on a loaded one the whole run slows down, so the bound is also a
+    # share of the stream's own time (a stalled loop makes /healthz wait for nearly all of it)
+    bound = max(0.5, seconds / 5)
+    assert max(latencies) < bound, f"/healthz took up to {max(latencies):.2f} s during a {seconds:.2f} s stream"
     assert len(latencies) >= 3, f"the stream took only {seconds:.2f} s: too short to show anything"
