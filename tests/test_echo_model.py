@@ -118,6 +118,21 @@ async def test_an_echo_model_never_shows_toolshims_text_in_chat(
     assert_clean(message["content"] or "", fake_upstream)
 
 
+@pytest.mark.parametrize("fmt", ["hermes", "pythonic", "react"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_echo_model_never_shows_toolshims_text_with_folded_results(
+    start_proxy, fake_upstream, fmt: str, scenario: str, echo: str, stream: bool
+) -> None:
+    """The folded history's header and instructions are toolshim's text like any other."""
+    proxy = await start_proxy(models=[{"match": "*", "upstream": "up", "tool_mode": fmt, "tool_history": "folded"}])
+    params = setup(fake_upstream, fmt, scenario, echo)
+    message = await chat(proxy, stream, **params)
+    assert not message.get("tool_calls") and message["finish"] == "stop"
+    assert_clean(message["content"] or "", fake_upstream)
+
+
 RESPONSES_TOOLS: list[Any] = [{"type": "function", **OPENAI_TOOLS["get_weather"]["function"]}]
 
 
