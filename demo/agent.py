@@ -2,7 +2,8 @@
 
 ``python demo/agent.py`` (or ``make demo``) starts the llama.cpp server with Qwen2.5-Coder-0.5B
 (fetched and verified by ``make model``), starts toolshim with ``demo/rules.json5`` (the model is
-spoken to in the ``hermes`` text format with folded tool results, the best measured for it on agent loops; ``--format`` picks another),
+spoken to in the ``hermes`` text format with folded tool results, the best measured for it on agent
+loops; ``--format`` picks another),
 then runs a short agent loop with the OpenAI SDK: the model asks for tools as structured ``tool_calls``,
 this script runs them (a fake weather lookup, a real safe calculator) and sends the results back until
 the model answers.
