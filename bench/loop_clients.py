@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx
+
 from bench.loop_tasks import SYSTEM, Call, Task, Tool, Toolbox
 
 
@@ -147,6 +149,10 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
     from langgraph.errors import GraphRecursionError
     from langgraph.prebuilt import create_react_agent
 
+    # LangChain caches one default httpx client per base URL for the whole process; its pooled
+    # connections belong to the event loop that opened them, so a later loop on another event loop (each
+    # test has its own) fails with "Connection error". Each loop brings its own client.
+    http_client = httpx.AsyncClient(timeout=ctx.request_timeout)
     llm = ChatOpenAI(
         model=ctx.model,
         base_url=ctx.base_url,
@@ -155,6 +161,7 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
         max_tokens=ctx.max_tokens,  # type: ignore[call-arg]
         max_retries=0,
         timeout=ctx.request_timeout,
+        http_async_client=http_client,
     )
     tools = [
         StructuredTool.from_function(
@@ -175,6 +182,8 @@ async def langgraph_loop(ctx: LoopContext) -> LoopEnd:
         )
     except GraphRecursionError:
         return LoopEnd(capped=True)
+    finally:
+        await http_client.aclose()
     answer = _text_of(state["messages"][-1].content)
     return LoopEnd(capped=True) if answer == LANGGRAPH_OUT_OF_STEPS else LoopEnd(answer=answer)
 

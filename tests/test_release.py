@@ -327,7 +327,9 @@ async def test_container_command_serves_chat_and_stored_responses(
             assert resp.status == 200
             assert "local-coder" in [card["id"] for card in (await resp.json())["data"]]
 
-        fake_upstream.script(Reply(body=completion('[get_weather(city="Paris")]')))
+        fake_upstream.script(  # local-coder speaks hermes (rules/default.json5)
+            Reply(body=completion('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'))
+        )
         ask = {"model": "local-coder", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": WEATHER}
         async with session.post(url + "/v1/chat/completions", json=ask) as resp:
             assert resp.status == 200, await resp.text()
