@@ -146,11 +146,12 @@ class Emulator:
             repairs_left -= reason in ("repair", "empty", "answer")
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
-            if reason in ("answer", "repeat"):
+            answering = reason in ("answer", "repeat")
+            if answering:
                 self._answer_plainly()
-            if reason in ("answer", "repeat") and self.plan.folded:
-                # the folded history already ends asking for an answer from the results: the attempt (a call
-                # the model would copy again) and a message about it are left out
+            if answering and self.plan.folded:
+                # the answering plan's folded history already ends asking for an answer from the results: the
+                # attempt (a call the model would copy again) and a message about it are left out
                 extra, message = [], ""
             else:
                 extra += [

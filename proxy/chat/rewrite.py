@@ -21,7 +21,7 @@ from ..formats.history import (
     FOLD_HEADER,
     FOLD_NEXT,
     content_text,
-    fold_history,
+    fold_history_endings,
     merge_system_prompt,
     render_history,
 )
@@ -158,7 +158,11 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     tool_names = [t.name for t in turn.tools]
     folded = rule.tool_history == "folded" and turn.has_tool_results
     fold_next = _fold_instruction(choice, bool(offered))
-    history = _history(fmt, turn, tool_names, fold_next if folded else None)
+    if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
+        endings = fold_history_endings(list(turn.messages), (fold_next, FOLD_ANSWER), tool_names)
+        history, answer_history = (_upstream_messages(rendered) for rendered in endings)
+    else:
+        history = answer_history = _upstream_messages(render_history(fmt, list(turn.messages), tool_names))
     messages = history
     instructions = ""
     if offered:
@@ -174,7 +178,6 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
     client_stops = merge_stops((), turn.options.get("stop"), _MAX_ENFORCED)
     enforced = merge_stops(format_stops(fmt, prompted) if offered else (), turn.options.get("stop"), _MAX_ENFORCED)
-    answer_history = _history(fmt, turn, tool_names, FOLD_ANSWER) if folded else history
     answer_body = {**body, "messages": answer_history}
     if client_stops:
         answer_body["stop"] = client_stops[: rule.max_stop_sequences]
@@ -208,13 +211,8 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     )
 
 
-def _history(fmt: ToolFormat, turn: ChatTurn, tool_names: Sequence[str], fold: str | None) -> list[dict[str, Any]]:
-    """The conversation as the upstream gets it: calls and results as turns in the format's syntax, or
-    (``fold``: the instruction that ends them) folded into the user turns they answer."""
-    messages = list(turn.messages)
-    rendered = (
-        fold_history(messages, fold, tool_names) if fold is not None else render_history(fmt, messages, tool_names)
-    )
+def _upstream_messages(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as the upstream gets it, from the history ``rendered`` in text (as turns or folded)."""
     # no developer role: a model prompted for tools in text is served by a server that may not know it,
     # and the tool instructions go into the one system message
     return compat_messages(merge_adjacent_user_turns(rendered))

@@ -250,32 +250,39 @@ def _fold_into(message: Message | None, lines: list[str], instruction: str) -> M
 def fold_history(
     messages: list[dict[str, Any]], instruction: str, tool_names: Collection[str] = ()
 ) -> list[dict[str, Any]]:
-    """The history with every tool exchange told in the user turn it answers, not as turns of its own.
+    """The history with every tool exchange told in the user turn it answers, ending with ``instruction``
+    (``fold_history_endings`` with one ending)."""
+    return fold_history_endings(messages, (instruction,), tool_names)[0]
+
+
+def fold_history_endings(
+    messages: list[dict[str, Any]], instructions: Sequence[str], tool_names: Collection[str] = ()
+) -> list[list[dict[str, Any]]]:
+    """The history with every tool exchange told in the user turn it answers, not as turns of its own:
+    one history per instruction the last block may end with, the results folded and defused once.
 
     Measured with Qwen2.5-Coder-0.5B on agent-loop tasks: shown its call as an assistant turn and the
     result as the next user turn, a small model writes the call again (the pattern in front of it); told
     the results inside the question's turn, it answers from them or calls the next tool. Each assistant
     message that carries calls, and the results that follow, become lines after the preceding user
-    message's text (results defused as in ``render_history``); the last such block ends with
-    ``instruction``. The assistant's text beside its calls is left out (its own words, already shown).
+    message's text (results defused as in ``render_history``); the last such block ends with the
+    instruction. The assistant's text beside its calls is left out (its own words, already shown).
     """
     out: list[Message] = []
     pending: list[tuple[str, str]] = []  # (line start, result text) of the results since the last user message
     anchor: int | None = None  # index in ``out`` of the user message the lines belong to
     waiting: list[ToolCallRecord] = []  # the calls of the latest assistant message still without a result
 
-    def flush(final: bool) -> None:
-        if not pending:
-            return
+    def folded_lines() -> list[str]:
         frames = [(prefix, "") for prefix, _ in pending]
         contents = defuse_all([content for _, content in pending], tool_names, frames)
         lines = [prefix + content for (prefix, _), content in zip(pending, contents, strict=True)]
-        folded = _fold_into(out[anchor] if anchor is not None else None, lines, instruction if final else "")
-        if anchor is None:
-            out.append(folded)
-        else:
-            out[anchor] = folded
         pending.clear()
+        return lines
+
+    def placed(history: list[Message], lines: list[str], instruction: str) -> list[Message]:
+        folded = _fold_into(history[anchor] if anchor is not None else None, lines, instruction)
+        return [*history, folded] if anchor is None else [*history[:anchor], folded, *history[anchor + 1 :]]
 
     for message in messages:
         if not isinstance(message, Mapping):
@@ -290,7 +297,8 @@ def fold_history(
         if role == "assistant" and ("tool_calls" in message or "function_call" in message):
             waiting = _call_records(message)
             continue
-        flush(final=False)
+        if pending:  # an answered exchange: no instruction after it
+            out = placed(out, folded_lines(), "")
         copy = dict(message)
         if role == "assistant" and copy.get("content") is None:
             copy["content"] = ""
@@ -298,5 +306,7 @@ def fold_history(
             copy["content"] = _defused_content(copy.get("content"), tool_names)
             anchor = len(out)
         out.append(copy)
-    flush(final=True)
-    return out
+    if not pending:
+        return [list(out) for _ in instructions]
+    lines = folded_lines()
+    return [placed(out, lines, instruction) for instruction in instructions]
