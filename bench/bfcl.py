@@ -230,28 +230,8 @@ def ask(
             mode.name, question.category, question.id, False, False, seconds, "request", str(exc), None, None, None
         )
     seconds = time.monotonic() - began
-    message = response.choices[0].message
-    result = raw_result(message, mode.prompting)
-    verdict = bfcl.score(question, result, mode.prompting)
-    outcome = Outcome(
-        mode.name,
-        question.category,
-        question.id,
-        verdict.valid,
-        False,
-        seconds,
-        verdict.error_type,
-        verdict.error,
-        result,
-        message.content,
-        verdict.decoded,
-        empty=is_empty(message),
-        usage=has_usage(response),
-        grammar=raw.headers.get("x-toolshim-grammar"),
-        finish=response.choices[0].finish_reason,
-        completion_tokens=response.usage.completion_tokens if response.usage else None,
-    )
-    return judged(outcome, mode, bfcl.tools(question))
+    choice = response.choices[0]
+    return scored(bfcl, mode, question, seconds, choice.message, response, choice.finish_reason, raw.headers)
 
 
 def ask_template(
@@ -269,9 +249,23 @@ def ask_template(
     seconds = time.monotonic() - began
     choice = response.choices[0]
     message = template_message(choice.text)
-    result = raw_result(message, prompting=False)
-    verdict = bfcl.score(question, result, False)
     finish = "tool_calls" if message.tool_calls and choice.finish_reason == "stop" else choice.finish_reason
+    return scored(bfcl, mode, question, seconds, message, response, finish)
+
+
+def scored(
+    bfcl: Bfcl,
+    mode: Mode,
+    question: Question,
+    seconds: float,
+    message: Any,
+    response: Any,
+    finish: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> Outcome:
+    """The outcome of one answered question: BFCL's verdict on ``message``, then the hygiene flags (``judged``)."""
+    result = raw_result(message, mode.prompting)
+    verdict = bfcl.score(question, result, mode.prompting)
     outcome = Outcome(
         mode.name,
         question.category,
@@ -286,6 +280,7 @@ def ask_template(
         verdict.decoded,
         empty=is_empty(message),
         usage=has_usage(response),
+        grammar=headers.get("x-toolshim-grammar") if headers is not None else None,
         finish=finish,
         completion_tokens=response.usage.completion_tokens if response.usage else None,
     )
