@@ -34,6 +34,7 @@ from ..formats import (
 )
 from ..formats.base import FinishReason
 from .echo import MAX_MISSES, EchoFilter, Instructions
+from .grounding import Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
 from .repeats import call_key
@@ -91,6 +92,8 @@ class Attempt:
     call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
     withheld: int = 0  # calls written under tool_choice "none" (kept out of the answer)
     repeated: list[str] = field(default_factory=list)  # names of calls kept back: their result is in the history
+    # calls kept back for values the conversation does not hold: (name, ["arg=value", ...])
+    ungrounded: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -138,6 +141,7 @@ class ResponseBuilder(Generic[Item]):
         results: str = "",
         examples: Callable[[], frozenset[str]] = frozenset,
         wrapper_tags: Sequence[str] = (),
+        grounds: Grounds | None = None,
     ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
@@ -171,6 +175,7 @@ class ResponseBuilder(Generic[Item]):
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
+        self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
         if calls_withdrawn:
             self.withdraw_calls()
 
@@ -181,6 +186,14 @@ class ResponseBuilder(Generic[Item]):
         self._answered = frozenset()
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
+
+    @property
+    def checks_grounding(self) -> bool:
+        return self._grounds is not None
+
+    def trust_arguments(self) -> None:
+        """The model was asked once about values it made up: what it writes from now on is taken."""
+        self._grounds = None
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -375,6 +388,8 @@ class ResponseBuilder(Generic[Item]):
             attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
             self._unused_call = True
             return
+        if state is None and self._made_up(event, attempt):
+            return
         self._release_held(out, before_call=True)
         if state is None:
             index = self.calls_sent
@@ -391,6 +406,19 @@ class ResponseBuilder(Generic[Item]):
         self.tally.calls += 1
         self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
         self.tally.repairs.extend(event.repairs)
+
+    def _made_up(self, event: ToolCallEnd, attempt: Attempt) -> bool:
+        """A call whose required values the conversation does not hold: kept back for a re-ask."""
+        if self._grounds is None:
+            return False
+        tool = next((t for t in self._tools if t.name == event.name), None)
+        missing = self._grounds.ungrounded(tool, event.arguments)
+        if not missing:
+            return False
+        attempt.ungrounded.append((event.name, missing))
+        self._unused_call = True
+        log.info("call %s kept back: %s not in the conversation", event.name, ", ".join(missing))
+        return True
 
     def _copied_example(self, event: ToolCallEnd) -> bool:
         """A call that is the instructions' worked example, in an attempt that repeated instructions: the

@@ -105,6 +105,7 @@ class Emulator:
             results=plan.results,
             examples=plan.example_calls,
             wrapper_tags=plan.wrapper_tags,
+            grounds=plan.grounds,
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
@@ -144,14 +145,17 @@ class Emulator:
                 break
             reason, message = reask
             repairs_left -= reason in ("repair", "empty", "answer")
+            if reason == "ground":
+                self._withhold(attempt.ungrounded)
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             answering = reason in ("answer", "repeat")
             if answering:
                 self._answer_plainly()
-            if answering and self.plan.folded:
-                # the answering plan's folded history already ends asking for an answer from the results: the
-                # attempt (a call the model would copy again) and a message about it are left out
+            if reason == "ground" or (answering and self.plan.folded):
+                # the same question without the made-up call's tool, or the answering plan's folded history (it
+                # ends asking for an answer from the results): the attempt (a call the model would copy again)
+                # and a message about it are left out
                 extra, message = [], ""
             else:
                 extra += [
@@ -172,6 +176,18 @@ class Emulator:
         self.plan = self.plan.answering()
         self.constraint = None  # the grammar was the tools'
         self.builder.withdraw_calls()
+
+    def _withhold(self, made_up: list[tuple[str, list[str]]]) -> None:
+        """The next attempt asks the same question without the tools of calls whose values were made up:
+        the model calls the tool that gives the value, or answers; a call it writes then is taken. A made-up
+        call when the question shares no word with any tool offered ("What is the capital of France?" → the
+        weather in Paris) asks for a plain answer: the question needs no tool."""
+        self.builder.trust_arguments()
+        names = frozenset(name for name, _ in made_up)
+        if self.plan.tools and {tool.name for tool in self.plan.tools} <= self.plan.off_topic:
+            self._answer_plainly()
+        elif self.plan.narrowed is not None:
+            self.plan = self.plan.narrowed(names)
 
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream
@@ -324,6 +340,8 @@ class Emulator:
                 f"You already called {names} with these same arguments, and the result is in the conversation "
                 "above. Do not call it again: answer the user now in plain text, using that result."
             )
+        if attempt.ungrounded and self.builder.checks_grounding:
+            return "ground", ""  # see _withhold
         withdrawn = self.builder.calls_withdrawn
         if attempt.malformed and repair_ok and not withdrawn:
             reason = attempt.malformed[0].reason

@@ -7,7 +7,7 @@ Pure functions over the ``ChatTurn``; the result is a body any chat model accept
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,8 +27,9 @@ from ..formats.history import (
 )
 from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
+from .grounding import Grounds, uncovered_mentions
 from .repeats import call_key, loop_calls, repeat_keys
-from .toolrank import first_user_text, listing_order
+from .toolrank import first_user_text, last_user_text, listing_order, unrelated_tools
 from .turn import ChatTurn
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")  # a tag of a result wrapper (``<result>``)
@@ -68,6 +69,10 @@ class EmulationPlan:
     answer_body: dict[str, Any] = field(default_factory=dict)  # the body for a plain answer: no tools, no stops
     wrapper_tags: tuple[str, ...] = ()  # the tags of the result wrappers rendered: never shown to the client
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
+    grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
+    off_topic: frozenset[str] = frozenset()  # tools the latest user message shares no word with
+    # the same request with some tools not offered (a call that made up its values: the model is asked again)
+    narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
 
     @property
     def wants_call(self) -> bool:
@@ -99,6 +104,7 @@ class EmulationPlan:
             stops=tuple(self.answer_body.get("stop") or ()),
             instructions="",
             answered=frozenset(),
+            grounds=None,
         )
 
 
@@ -145,19 +151,24 @@ def merge_stops(format_stops: tuple[str, ...], client_stop: str | list[str] | No
     return merged[:limit]
 
 
-def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model: str) -> EmulationPlan:
-    """The upstream body and the parsing plan for one emulated request."""
+def build_plan(
+    turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model: str, withheld: frozenset[str] = frozenset()
+) -> EmulationPlan:
+    """The upstream body and the parsing plan for one emulated request; ``withheld`` tools are not offered
+    (still read when the model calls them)."""
     choice = turn.choice
     named = turn.named_tool()
     if (turn.options.get("n") or 1) > 1:
         raise InvalidRequest("'n' greater than 1 is not supported with emulated tool calling.", param="n")
-    offered = [t for t in turn.tools if named is None or t.name == named]
+    offered = [t for t in turn.tools if (named is None or t.name == named) and t.name not in withheld]
     if choice.mode == "none":
         offered = []
     prompted = rule.prompted_calls(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
     folded = rule.tool_history == "folded" and turn.has_tool_results
     fold_next = _fold_instruction(choice, bool(offered))
+    if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
+        fold_next = _uncovered_note(uncovered_mentions(turn.messages)) + fold_next
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
         endings = fold_history_endings(list(turn.messages), (fold_next, FOLD_ANSWER), tool_names)
         history, answer_history = (_upstream_messages(rendered) for rendered in endings)
@@ -184,9 +195,10 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
     body["messages"] = messages
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
-    parse_tools = turn.tools if choice.mode == "none" else tuple(offered)
+    parse_tools = turn.tools if choice.mode == "none" or withheld else tuple(offered)
     wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, FOLD_ANSWER) if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
+    grounded = rule.ground_arguments and choice.mode == "auto" and not withheld
     repeats_answered = rule.answer_repeated_calls and choice.mode == "auto" and ends_with_results
     return EmulationPlan(
         fmt,
@@ -208,6 +220,9 @@ def build_plan(turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model:
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
+        grounds=Grounds.of_messages(turn.messages) if grounded else None,
+        off_topic=unrelated_tools(offered, last_user_text(turn.messages)) if grounded else frozenset(),
+        narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
     )
 
 
@@ -223,6 +238,14 @@ def _fold_instruction(choice: ToolChoice, offered: bool) -> str:
     if not offered:
         return FOLD_ANSWER
     return FOLD_CALL if choice.mode in ("required", "named") else FOLD_NEXT
+
+
+def _uncovered_note(mentions: Sequence[str]) -> str:
+    """Before the folded results' last instruction: what the question names that no call or result has
+    covered yet (a small model answers from the first result and forgets the rest of the question)."""
+    if not mentions:
+        return ""
+    return f"The question also asks about {', '.join(mentions)}, which these results do not cover yet. "
 
 
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -216,3 +216,17 @@ def first_user_text(messages: Iterable[Mapping[str, Any]]) -> str:
     """The text of the first user message; empty when there is none."""
     first = next((m for m in messages if m.get("role") == "user"), None)
     return content_text(first.get("content")) if first is not None else ""
+
+
+def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the latest user message; empty when there is none."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    return content_text(last.get("content")) if last is not None else ""
+
+
+def unrelated_tools(tools: Sequence[ToolSpec], request: str) -> frozenset[str]:
+    """The names of the tools ``request`` shares no word with (none when it has no comparable word)."""
+    related = related_tools(tools, request)
+    if related is None:
+        return frozenset()
+    return frozenset(tool.name for tool, near in zip(tools, related, strict=True) if not near)

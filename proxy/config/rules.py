@@ -220,6 +220,10 @@ class ModelRule(_Strict):
     max_repeated_calls: int | None = Field(3, ge=2)
     # emulated: a call that repeats one of the loop (repeats.py) is not returned; the model answers from its result
     answer_repeated_calls: bool = True
+    # emulated: a call whose required values appear nowhere in the conversation (grounding.py: a small model
+    # invents the value another tool would give) is not returned at once; the model is asked once to get the
+    # value from a tool or to answer, and what it writes then is taken
+    ground_arguments: bool = False
     max_consecutive_tool_errors: int | None = Field(3, ge=1)
     tool_error_pattern: str = r"^\s*(error|exception|traceback)\b"
     max_tools: int | None = Field(None, ge=1)

@@ -1,0 +1,179 @@
+"""Argument grounding: did a call's values come from the conversation, or did the model make them up?
+
+Asked "What is the temperature in Oslo, in Fahrenheit?", a small model converts a 25 °C it invented instead
+of asking the weather tool first; asked for the capital of France, it fetches the weather in Paris; asked
+about "the city where my colleague Alice lives", it guesses the city instead of looking Alice up. In each
+case a value the call needs appears nowhere in what the user, the client's system prompt or the tool
+results said. ``Grounds`` holds that text; ``ungrounded`` names the required values of a call that it does
+not contain, so the model can be asked once to get the value from a tool (or to answer) before the call is
+taken (``ground_arguments`` in the rules, ``Emulator._reask``).
+
+Lenient on purpose: a value is grounded when any of its words (three or more characters, or digits)
+appears in the conversation, or a number equal to it does. Values the schema itself gives (``enum``,
+``const``, ``default``), booleans and the numbers 0 and 1 are never questioned. What a model derives from
+world knowledge ("NYC" → "New York") can fail the check; it then costs one re-ask, after which the same
+call is taken as written.
+
+The tool definitions are not grounds: their descriptions hold examples ("City name, e.g. Paris") that a
+model copies into a call it has no value for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..formats import ToolSpec
+from ..formats.history import content_text
+
+_WORD = re.compile(r"[^\W_]+")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?:\.\d+)?")
+_NUMBER_WORDS = {
+    word: value
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+} | {"dozen": 12, "half": 0.5, "hundred": 100, "thousand": 1000, "million": 1_000_000}
+_STEM = 5  # words of this many characters or more also match by their first five (dentist / dentists)
+# Past this many characters of conversation only the newest text is searched: the check stays bounded.
+MAX_GROUND_CHARS = 200_000
+
+
+class Grounds:
+    """The conversation's words and numbers, as the client sent them (not toolshim's instructions)."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        text = "\n".join(texts).casefold()[-MAX_GROUND_CHARS:]
+        self._text = text
+        self._words = set(_WORD.findall(text))
+        self._stems = {word[:_STEM] for word in self._words if len(word) >= _STEM}
+        self._digits = {_digits(word) for word in self._words if word.isdigit()}
+        self._numbers = {number for raw in _NUMBER.findall(text) if (number := _to_number(raw)) is not None}
+        self._numbers |= {float(value) for word, value in _NUMBER_WORDS.items() if word in self._words}
+
+    @classmethod
+    def of_messages(cls, messages: Sequence[Mapping[str, Any]]) -> Grounds:
+        """Every message's text and every earlier call's arguments."""
+        texts: list[str] = []
+        for message in messages:
+            texts.append(content_text(message.get("content")))
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if isinstance(function, Mapping):
+                    texts.append(str(function.get("arguments") or ""))
+            legacy = message.get("function_call")
+            if isinstance(legacy, Mapping):
+                texts.append(str(legacy.get("arguments") or ""))
+        return cls(texts)
+
+    def has_number(self, value: float) -> bool:
+        return any(math.isclose(value, known, rel_tol=1e-9, abs_tol=1e-9) for known in self._numbers)
+
+    def has_text(self, value: str) -> bool:
+        folded = value.casefold().strip()
+        if not folded or folded in self._text:
+            return True
+        for word in _WORD.findall(folded):
+            if word.isdigit() and _digits(word) in self._digits:
+                return True
+            if len(word) >= 3 and (word in self._words or (len(word) >= _STEM and word[:_STEM] in self._stems)):
+                return True
+            if not word.isascii() and len(word) >= 2 and word in self._text:
+                return True
+        return False
+
+    def ungrounded(self, tool: ToolSpec | None, arguments: str) -> list[str]:
+        """The required arguments of this call (JSON text) as ``name=value`` when none of their values
+        comes from the conversation (``250`` of "250 US dollars" grounds a currency conversion whose "USD"
+        the model spelled itself); empty: the call is grounded, or cannot be judged."""
+        if tool is None:
+            return []
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            return []
+        if not isinstance(args, dict):
+            return []
+        properties = tool.parameters.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        required = tool.parameters.get("required")
+        names = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+        missing: list[str] = []
+        for name in names:
+            schema = properties.get(name)
+            if name not in args or _unquestioned(args[name], schema if isinstance(schema, Mapping) else {}):
+                continue
+            if self._grounded(args[name]):
+                return []
+            missing.append(f"{name}={json.dumps(args[name], ensure_ascii=False)}")
+        return missing
+
+    def _grounded(self, value: Any) -> bool:
+        if isinstance(value, int | float):
+            return value in (0, 1) or self.has_number(float(value))
+        if isinstance(value, str):
+            return self.has_text(value)
+        leaves = [leaf for leaf in _leaves(value) if not _unquestioned(leaf, {})]
+        return not leaves or any(self._grounded(leaf) for leaf in leaves)
+
+
+# a name the question mentions: Capitalised words in a row (not opening a sentence), or a token with a digit
+_MENTION = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b[\w-]*\d[\w.:-]*")
+MAX_MENTIONS = 4
+
+
+def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The names and numbers of the latest user message that none of the calls and results since it
+    mention ("What's the weather in Paris and in Tokyo?", after the weather in Paris: ``Tokyo``): a small
+    model told its results so far answers from them and forgets the rest of the question."""
+    start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+    if start is None:
+        return []
+    question = content_text(messages[start].get("content"))
+    since = Grounds.of_messages([{**m, "role": "tool"} for m in messages[start + 1 :]])
+    found: list[str] = []
+    for match in _MENTION.finditer(question.strip()):
+        mention = match.group().strip(".:-")
+        if mention and mention != "I" and mention not in found and not since.has_text(mention):
+            found.append(mention)
+    return found[:MAX_MENTIONS]
+
+
+def _unquestioned(value: Any, schema: Mapping[str, Any]) -> bool:
+    """A value that says nothing about where it came from: given by the schema, a flag, empty."""
+    if value is None or isinstance(value, bool) or value == "":
+        return True
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value in enum:
+        return True
+    return ("const" in schema and schema["const"] == value) or ("default" in schema and schema["default"] == value)
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _digits(word: str) -> str:
+    """``09`` and ``9`` alike."""
+    return word.lstrip("0") or "0"
+
+
+def _to_number(raw: str) -> float | None:
+    """``1,234.5`` / ``1234`` / ``4,5`` (a decimal comma) as a number."""
+    if raw.count(",") and "." not in raw and re.fullmatch(r"-?\d+,\d{1,2}", raw):
+        raw = raw.replace(",", ".")
+    try:
+        return float(raw.replace(",", ""))
+    except ValueError:
+        return None

@@ -1,0 +1,231 @@
+"""``ground_arguments``: a call whose values the conversation does not hold is not taken at once.
+
+A small model converts a temperature it invented instead of asking the weather tool, fetches the weather in a
+city it guessed, or calls a weather tool for "What is the capital of France?". The unit tests pin what counts
+as grounded; the proxy tests what the model is asked next and what the client gets, in every format.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from toolshim.chat.grounding import Grounds, uncovered_mentions
+from toolshim.formats import ToolSpec
+
+from tests.fakes import Reply, text_stream
+from tests.formats.tools import OPENAI_TOOLS
+from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces
+from tests.test_observability import scrape, value
+
+WEATHER = {"type": "string", "description": "City name, e.g. Paris"}
+GET_WEATHER = ToolSpec(
+    "get_weather", "Current weather in a city.", {"properties": {"city": WEATHER}, "required": ["city"]}
+)
+CONVERT = ToolSpec(
+    "convert_temperature",
+    "Convert a temperature between Celsius and Fahrenheit.",
+    {
+        "properties": {"value": {"type": "number"}, "to_unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["value", "to_unit"],
+    },
+)
+CURRENCY = ToolSpec(
+    "convert_currency",
+    "Convert money.",
+    {
+        "properties": {"amount": {"type": "number"}, "from_currency": {"type": "string"}, "to": {"type": "string"}},
+        "required": ["amount", "from_currency", "to"],
+    },
+)
+
+
+def grounds(*texts: str) -> Grounds:
+    return Grounds.of_messages([{"role": "user", "content": text} for text in texts])
+
+
+@pytest.mark.parametrize(
+    ("said", "tool", "args"),
+    [
+        ("What is the temperature in Oslo, in Fahrenheit?", CONVERT, {"value": 25, "to_unit": "fahrenheit"}),
+        ("What's the weather where my colleague Alice lives?", GET_WEATHER, {"city": "Paris"}),
+        ("Hi! What is the capital of France?", GET_WEATHER, {"city": "Paris"}),
+        ("Convert 1,250 dollars", CURRENCY, {"amount": 125, "from_currency": "EUR", "to": "GBP"}),
+    ],
+)
+def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpec, args: dict[str, Any]) -> None:
+    assert grounds(said).ungrounded(tool, json.dumps(args))
+
+
+@pytest.mark.parametrize(
+    ("said", "tool", "args"),
+    [
+        ("What is the weather in oslo?", GET_WEATHER, {"city": "Oslo, Norway"}),
+        ("How much is 250 US dollars in euros?", CURRENCY, {"amount": 250, "from_currency": "USD", "to": "EUR"}),
+        ("Convert 1,234.5 dollars", CURRENCY, {"amount": 1234.5, "from_currency": "x", "to": "y"}),
+        ("Convert 4,5 euros", CURRENCY, {"amount": 4.5, "from_currency": "x", "to": "y"}),
+        ("Book it for two people", CURRENCY, {"amount": 2, "from_currency": "x", "to": "y"}),
+        ("the dentists at 9:30", GET_WEATHER, {"city": "Dentist 09:30"}),
+        ("東京の天気は?", GET_WEATHER, {"city": "東京"}),
+        ("anything", CONVERT, {"value": 1, "to_unit": "celsius"}),  # 0, 1 and the schema's own values
+        ("anything", GET_WEATHER, {"city": ""}),
+        ("anything", GET_WEATHER, {"other": "Paris"}),  # only required values are judged
+    ],
+)
+def test_a_value_from_the_conversation_or_the_schema_is_grounded(
+    said: str, tool: ToolSpec, args: dict[str, Any]
+) -> None:
+    assert grounds(said).ungrounded(tool, json.dumps(args)) == []
+
+
+def test_tool_results_and_earlier_calls_ground_the_next_call() -> None:
+    history = [
+        {"role": "user", "content": "Weather where Alice lives, in Fahrenheit?"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "get_colleague", "arguments": '{"n": "Alice"}'}}]},
+        {"role": "tool", "content": '{"city": "Lisbon", "temperature_celsius": 21}'},
+    ]
+    seen = Grounds.of_messages(history)
+    assert seen.ungrounded(GET_WEATHER, '{"city": "Lisbon"}') == []
+    assert seen.ungrounded(CONVERT, '{"value": 21, "to_unit": "fahrenheit"}') == []
+    assert seen.ungrounded(CONVERT, '{"value": 22, "to_unit": "fahrenheit"}') == ["value=22"]
+
+
+def test_what_cannot_be_judged_is_not_questioned() -> None:
+    said = grounds("nothing")
+    assert said.ungrounded(None, '{"city": "Paris"}') == []
+    assert said.ungrounded(GET_WEATHER, "not json") == []
+    assert said.ungrounded(GET_WEATHER, '["Paris"]') == []
+    nested = ToolSpec("f", "", {"properties": {"xs": {"type": "array"}}, "required": ["xs"]})
+    assert said.ungrounded(nested, '{"xs": []}') == []
+    assert said.ungrounded(nested, '{"xs": [{"a": "Paris"}]}') == ['xs=[{"a": "Paris"}]']
+    assert grounds("about Paris").ungrounded(nested, '{"xs": [{"a": "Paris"}, true]}') == []
+
+
+def test_the_names_a_question_asks_about_and_no_result_covers() -> None:
+    question = {"role": "user", "content": "What's the weather in Paris and in Tokyo, on 2025-03-14? Thanks Bob"}
+    paris = {"role": "tool", "content": '{"city": "Paris", "date": "2025-03-14"}'}
+    assert uncovered_mentions([question, paris]) == ["Tokyo", "Bob"]
+    assert uncovered_mentions([question]) == ["Paris", "Tokyo", "2025-03-14", "Bob"]
+    assert uncovered_mentions([{"role": "assistant", "content": "x"}]) == []
+
+
+# ---- through the proxy ----------------------------------------------------------------------------
+
+CONVERT_TOOL = {
+    "type": "function",
+    "function": {"name": CONVERT.name, "description": CONVERT.description, "parameters": CONVERT.parameters},
+}
+TOOLS = [OPENAI_TOOLS["get_weather"], CONVERT_TOOL]
+OSLO_F = [{"role": "user", "content": "What is the weather in Oslo right now, in Fahrenheit?"}]
+
+
+def grounded(fmt: str) -> list[dict[str, Any]]:
+    return emulated(fmt, ground_arguments=True)
+
+
+def offered(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"]) if request["messages"][0]["role"] == "system" else ""
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_made_up_value_asks_again_without_that_tool_and_the_model_s_next_call_is_taken(
+    start_proxy, fake_upstream, fmt: str, stream: bool
+) -> None:
+    proxy = await start_proxy(models=grounded(fmt))
+    invented = call_text(fmt, "convert_temperature", {"value": 25, "to_unit": "fahrenheit"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(invented))),
+        Reply(pieces=text_stream(pieces(call_text(fmt, "get_weather", {"city": "Oslo"})))),
+    )
+    result = await ask(proxy, stream, messages=OSLO_F, tools=TOOLS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather" and json.loads(made["function"]["arguments"]) == {"city": "Oslo"}
+    first, second = fake_upstream.requests
+    assert "convert_temperature" in offered(first) and "convert_temperature" not in offered(second)
+    assert second["messages"][-1] == first["messages"][-1]  # the same question, not the attempt and a message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_same_made_up_call_written_again_is_taken(start_proxy, fake_upstream, stream: bool) -> None:
+    """What the model derived from what it knows ("the capital of France" → Paris) costs one more request."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    paris = call_text("hermes", "get_weather", {"city": "Paris"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(paris))), Reply(pieces=text_stream(pieces(paris))))
+    asked = [{"role": "user", "content": "What's the weather in the capital of France?"}]
+    result = await ask(proxy, stream, messages=asked, tools=TOOLS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+    assert len(fake_upstream.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_made_up_call_for_a_question_no_tool_relates_to_gets_a_plain_answer(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text("hermes", "get_weather", {"city": "Paris"})))),
+        Reply(pieces=text_stream(["The capital of France is Paris."])),
+    )
+    asked = [{"role": "user", "content": "Hi! What is the capital of France?"}]
+    result = await ask(proxy, stream, messages=asked, tools=TOOLS)
+    message = result["choices"][0]["message"]
+    assert message["content"] == "The capital of France is Paris." and not message.get("tool_calls")
+    assert result["choices"][0]["finish_reason"] == "stop"
+    assert "get_weather" not in offered(fake_upstream.requests[1])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_grounded_call_beside_a_made_up_one_is_returned_alone(start_proxy, fake_upstream, stream: bool) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    both = call_text("hermes", "get_weather", {"city": "Oslo"}) + call_text(
+        "hermes", "convert_temperature", {"value": 25, "to_unit": "fahrenheit"}
+    )
+    fake_upstream.script(Reply(pieces=text_stream(pieces(both))))
+    result = await ask(proxy, stream, messages=OSLO_F, tools=TOOLS, parallel_tool_calls=True)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather" and len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("rule", [{}, {"ground_arguments": True}])
+async def test_grounded_calls_and_rules_without_the_option_take_one_request(
+    start_proxy, fake_upstream, rule: dict[str, Any]
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", **rule))
+    made_up = rule == {}
+    args = {"value": 25, "to_unit": "fahrenheit"} if made_up else {"value": 1, "to_unit": "fahrenheit"}
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes", "convert_temperature", args)))))
+    result = await ask(proxy, False, messages=OSLO_F, tools=TOOLS)
+    assert result["choices"][0]["message"]["tool_calls"] and len(fake_upstream.requests) == 1
+
+
+async def test_a_required_tool_choice_is_not_questioned(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes", "get_weather", {"city": "Rome"})))))
+    result = await ask(proxy, False, messages=OSLO_F, tools=TOOLS, tool_choice="required")
+    assert result["choices"][0]["message"]["tool_calls"] and len(fake_upstream.requests) == 1
+
+
+async def test_folded_results_name_what_the_question_asks_that_they_do_not_cover(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(["Paris: 18 C."])))
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    messages = [
+        {"role": "user", "content": "What's the weather in Paris and in Tokyo?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"city": "Paris", "celsius": 18}'},
+    ]
+    await ask(proxy, False, messages=messages, tools=TOOLS)
+    told = fake_upstream.requests[0]["messages"][-1]["content"]
+    assert "The question also asks about Tokyo, which these results do not cover yet." in told
+    assert "Paris," not in told.split("also asks about")[1]
+
+
+async def test_the_re_ask_is_counted_as_ground(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    invented = call_text("hermes", "convert_temperature", {"value": 25, "to_unit": "fahrenheit"})
+    fake_upstream.script(Reply(pieces=text_stream([invented])), Reply(pieces=text_stream(["It is 39 F."])))
+    await ask(proxy, False, messages=OSLO_F, tools=TOOLS)
+    assert value(await scrape(proxy), "toolshim_reasks_total", model="*", reason="ground") == 1
