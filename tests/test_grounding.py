@@ -41,6 +41,13 @@ CURRENCY = ToolSpec(
 )
 
 
+CALCULATOR = ToolSpec(
+    "calculator",
+    "Evaluate an arithmetic expression, e.g. 2 * (3 + 4).",
+    {"properties": {"expression": {"type": "string"}}, "required": ["expression"]},
+)
+
+
 def grounds(*texts: str) -> Grounds:
     return Grounds.of_messages([{"role": "user", "content": text} for text in texts])
 
@@ -52,6 +59,8 @@ def grounds(*texts: str) -> Grounds:
         ("What's the weather where my colleague Alice lives?", GET_WEATHER, {"city": "Paris"}),
         ("Hi! What is the capital of France?", GET_WEATHER, {"city": "Paris"}),
         ("Convert 1,250 dollars", CURRENCY, {"amount": 125, "from_currency": "EUR", "to": "GBP"}),
+        ("How many km is 26.2 miles?", CALCULATOR, {"expression": "2 * (3 + 4)"}),  # the description's example
+        ("How many km is 26.2 miles?", GET_WEATHER, {"city": "City 2"}),  # one digit alone grounds nothing
     ],
 )
 def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpec, args: dict[str, Any]) -> None:
@@ -68,6 +77,7 @@ def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpe
         ("Book it for two people", CURRENCY, {"amount": 2, "from_currency": "x", "to": "y"}),
         ("the dentists at 9:30", GET_WEATHER, {"city": "Dentist 09:30"}),
         ("東京の天気は?", GET_WEATHER, {"city": "東京"}),
+        ("What is 2 * (3 + 4)?", CALCULATOR, {"expression": "2 * (3 + 4)"}),
         ("anything", CONVERT, {"value": 1, "to_unit": "celsius"}),  # 0, 1 and the schema's own values
         ("anything", GET_WEATHER, {"city": ""}),
         ("anything", GET_WEATHER, {"other": "Paris"}),  # only required values are judged

@@ -78,7 +78,7 @@ class Grounds:
         if not folded or folded in self._text:
             return True
         for word in _WORD.findall(folded):
-            if word.isdigit() and _digits(word) in self._digits:
+            if word.isdigit() and len(_digits(word)) >= 2 and _digits(word) in self._digits:
                 return True
             if len(word) >= 3 and (word in self._words or (len(word) >= _STEM and word[:_STEM] in self._stems)):
                 return True
@@ -102,15 +102,23 @@ class Grounds:
         properties = properties if isinstance(properties, Mapping) else {}
         required = tool.parameters.get("required")
         names = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+        told = _definition_text(tool)
         missing: list[str] = []
         for name in names:
             schema = properties.get(name)
             if name not in args or _unquestioned(args[name], schema if isinstance(schema, Mapping) else {}):
                 continue
-            if self._grounded(args[name]):
+            if self._grounded(args[name]) and not self._copied(args[name], told):
                 return []
             missing.append(f"{name}={json.dumps(args[name], ensure_ascii=False)}")
         return missing
+
+    def _copied(self, value: Any, told: str) -> bool:
+        """A string the tool's definition shows (its example, "e.g. 2 * (3 + 4)") and the conversation
+        does not: the model copied the example."""
+        if not isinstance(value, str) or len(folded := value.casefold().strip()) < 3:
+            return False
+        return folded in told and folded not in self._text
 
     def _grounded(self, value: Any) -> bool:
         if isinstance(value, int | float):
@@ -141,6 +149,11 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if mention and mention != "I" and mention not in found and not since.has_text(mention):
             found.append(mention)
     return found[:MAX_MENTIONS]
+
+
+def _definition_text(tool: ToolSpec) -> str:
+    """What the model is told about the tool, folded: its description and schema."""
+    return f"{tool.description}\n{json.dumps(tool.parameters, ensure_ascii=False)}".casefold()
 
 
 def _unquestioned(value: Any, schema: Mapping[str, Any]) -> bool:
