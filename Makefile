@@ -8,7 +8,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev run demo test test-fast lint bench bench-model bench-loops bench-bfcl model llama serve-model clean
+.PHONY: help install dev run demo test test-fast lint bench bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -72,6 +72,11 @@ BFCL_ARGS ?= --sample 30
 bench-bfcl: dev llama model  ## BFCL v4 through toolshim, every mode (installs bfcl-eval --no-deps; hours on 2 cores)
 	$(BIN)/pip install -q --no-deps '$(BFCL_EVAL)'
 	$(BIN)/python bench/bfcl.py $(BFCL_ARGS)
+
+MULTI_TURN_ARGS ?= --sample 10
+bench-bfcl-multi-turn: dev llama model  ## BFCL v4 multi_turn_base: the shipped rules vs the model's own template (an hour on 2 cores)
+	$(BIN)/pip install -q --no-deps '$(BFCL_EVAL)' mpmath  # mpmath: the MathAPI environment's one import
+	$(BIN)/python bench/bfcl_multi_turn.py $(MULTI_TURN_ARGS)
 
 serve-model: llama model  ## run the local model server alone on 127.0.0.1:8080
 	$(BIN)/python scripts/local_model.py serve --port 8080

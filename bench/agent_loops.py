@@ -60,7 +60,7 @@ if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on th
 
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
 from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
-from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
+from bench.loop_tasks import HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import LocalModelError  # noqa: E402
 from tests.realmodel.recorder import Exchange, RecordingRelay  # noqa: E402
@@ -612,7 +612,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="change the rule (upstream.KEY: its upstream)"
     )
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma-separated; default: all")
-    parser.add_argument("--tasks", default=",".join(t.name for t in TASKS), help="comma-separated; default: all")
+    parser.add_argument(
+        "--tasks",
+        default=",".join(t.name for t in TASKS),
+        help="comma-separated names, or held_out (the tasks never tuned on); default: the main nine",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
     parser.add_argument("--max-tokens", type=int, default=256, help="token cap per model turn")
@@ -630,6 +634,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rejudge", type=Path, help="judge a results file again with the current checks, and stop")
     args = parser.parse_args(argv)
+    args.tasks = args.tasks.replace("held_out", ",".join(t.name for t in HELD_OUT))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

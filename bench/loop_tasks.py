@@ -503,4 +503,59 @@ TASKS: tuple[Task, ...] = (
         summary="a general question: no tool, a direct answer",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in TASKS}
+# Written after ground_arguments was built on TASKS and never tuned on: a check that what helps generalises
+# (a value the model must derive from what it knows, a percentage, a reverse conversion, two facts of one
+# result, a thank-you that needs no tool). Run them with --tasks held_out or by name.
+HELD_OUT: tuple[Task, ...] = (
+    Task(
+        "capital_weather",
+        "What's the weather like in the capital of Japan?",
+        ("get_weather", "convert_temperature"),
+        (called("get_weather", "tokyo"), says_number("25")),
+        summary="a city the model must know (Tokyo), then its weather (25 C)",
+    ),
+    Task(
+        "order_eta",
+        "Has order B5678 shipped? If not, when is it expected?",
+        ("get_order_status", "cancel_order"),
+        (called("get_order_status", "b5678"), not_called("cancel_order"), says_word("2025-03-21", "march 21", "21")),
+        summary="an order lookup answered with its expected date",
+    ),
+    Task(
+        "percent",
+        "What is 15% of 240? Please use the calculator.",
+        ("calculator", "convert_currency"),
+        (called("calculator"), says_number("36")),
+        summary="a percentage through the calculator (36)",
+    ),
+    Task(
+        "euros_to_dollars",
+        "I have 100 euros. How many US dollars is that?",
+        ("convert_currency", "calculator"),
+        (called("convert_currency", "100"), says_number("109")),
+        summary="the reverse currency conversion (109 USD)",
+    ),
+    Task(
+        "colleague_facts",
+        "Which city does my colleague Alice live in, and which team is she on?",
+        ("get_colleague", "get_weather"),
+        (called("get_colleague", "alice"), not_called("get_weather"), says_word("lisbon"), says_word("design")),
+        summary="two facts of one result; the weather tool must not run",
+    ),
+    Task(
+        "km_to_miles",
+        "Convert 10 kilometers to miles.",
+        ("convert_length", "calculator"),
+        (called("convert_length", "10"), says_number("6.21", "6.2")),
+        summary="a length conversion the other way (6.21 miles)",
+    ),
+    Task(
+        "thanks",
+        "Thanks, that's all for today!",
+        ("get_weather", "get_order_status"),
+        (no_calls, prose),
+        needs_tool=False,
+        summary="a thank-you: no tool",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT)}

@@ -418,12 +418,12 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 # --------------------------------------------------------------------------- CLI
 
 
-def serve(model: str, port: int, threads: int) -> int:
+def serve(model: str, port: int, threads: int, ctx: int = 4096) -> int:
     """Become the server (exec): Ctrl-C and SIGTERM reach it directly, and no wrapper can orphan it."""
     path = model_path(model)
     if not verified(spec_for(model), path):
         raise LocalModelError(f"model file missing or unverified: {path}; run: {sys.argv[0]} fetch --model {model}")
-    cmd = server_command(model, port, threads=threads)
+    cmd = server_command(model, port, threads=threads, ctx=ctx)
     log(f"serving {path.name} as model {spec_for(model).alias!r} on http://127.0.0.1:{port}/v1")
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
@@ -442,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL)
     run.add_argument("--port", type=int, default=8080)
     run.add_argument("--threads", type=int, default=2)
+    run.add_argument("--ctx", type=int, default=4096, help="tokens of context (BFCL multi-turn needs 16384)")
     sub.add_parser("path", help="print where the model file lives").add_argument(
         "--model", choices=sorted(MODELS), default=DEFAULT_MODEL
     )
@@ -457,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "fetch":
             print(fetch_model(args.model, recheck=args.recheck))
         elif args.command == "serve":
-            return serve(args.model, args.port, args.threads)
+            return serve(args.model, args.port, args.threads, args.ctx)
         elif args.command == "path":
             print(model_path(args.model))
     except LocalModelError as exc:

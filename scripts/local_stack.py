@@ -145,10 +145,12 @@ def start_model_server(
     port: int | None = None,
     *,
     threads: int = 2,
+    ctx: int = 4096,
     timeout: float = 120.0,
     on_wait: WaitCallback | None = None,
 ) -> Service:
-    """Start the llama.cpp server for a fetched model; return once it lists the model and can generate."""
+    """Start the llama.cpp server for a fetched model (``ctx`` tokens of context); return once it lists the
+    model and can generate."""
     path = model_path(model)
     if not verified(spec_for(model), path):
         raise LocalModelError(
@@ -156,7 +158,8 @@ def start_model_server(
             f"(python scripts/local_model.py fetch --model {model})"
         )
     port = port or free_port()
-    service = spawn("llama", server_command(model, port, threads=threads), port, model_id=spec_for(model).alias)
+    command = server_command(model, port, threads=threads, ctx=ctx)
+    service = spawn("llama", command, port, model_id=spec_for(model).alias)
     try:
         wait_ready(service, "/v1/models", timeout=timeout, on_wait=on_wait)
         generate_one_token(service)

@@ -26,7 +26,7 @@ from bench.agent_loops import (
     usage_tokens,
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
-from bench.loop_tasks import TASKS, TASKS_BY_NAME, TOOLS, Call, Toolbox, number_in
+from bench.loop_tasks import HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, Call, Toolbox, number_in
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +60,19 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "A marathon is 42.16 km.",
     ),
     "no_tool": ([], "Hello! The capital of France is Paris."),
+    "capital_weather": ([("get_weather", {"city": "Tokyo"})], "It is cloudy in Tokyo, 25 C."),
+    "order_eta": ([("get_order_status", {"order_id": "B5678"})], "Not yet: it is expected on 2025-03-21."),
+    "percent": ([("calculator", {"expression": "0.15 * 240"})], "15% of 240 is 36."),
+    "euros_to_dollars": (
+        [("convert_currency", {"amount": 100, "from_currency": "EUR", "to_currency": "USD"})],
+        "100 euros is 109 US dollars.",
+    ),
+    "colleague_facts": ([("get_colleague", {"name": "Alice"})], "Alice lives in Lisbon and is on the design team."),
+    "km_to_miles": (
+        [("convert_length", {"value": 10, "from_unit": "kilometers", "to_unit": "miles"})],
+        "10 km is 6.21 miles.",
+    ),
+    "thanks": ([], "You're welcome, have a nice day!"),
 }
 
 
@@ -76,14 +89,14 @@ def test_every_task_has_a_good_loop_here() -> None:
     assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
 
 
-@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT], ids=lambda t: t.name)
 def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert hasattr(task, "judge")
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
     assert task.judge(answer, run_calls(calls).calls) == []  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("task", [t for t in TASKS if t.needs_tool], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [t for t in (*TASKS, *HELD_OUT) if t.needs_tool], ids=lambda t: t.name)
 def test_no_call_or_no_result_fails(task: object) -> None:
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
     assert task.judge(answer, []) != []  # type: ignore[attr-defined]
