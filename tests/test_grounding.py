@@ -171,6 +171,30 @@ async def test_the_same_made_up_call_written_again_is_taken(start_proxy, fake_up
 
 
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "instead",
+    [
+        pytest.param(call_text("hermes", "convert_temperature", {"value": 25, "to_unit": "celsius"}), id="made-up"),
+        pytest.param("I cannot look up the weather.", id="text"),
+    ],
+)
+async def test_with_nothing_better_without_its_tool_the_first_call_stands(
+    start_proxy, fake_upstream, stream: bool, instead: str
+) -> None:
+    """Asked "the weather in the capital of Japan", Tokyo comes from what the model knows, and without the weather
+    tool the model only makes up a conversion or gives up: its first call is the answer."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    tokyo = call_text("hermes", "get_weather", {"city": "Tokyo"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(tokyo))), Reply(pieces=text_stream(pieces(instead))))
+    asked = [{"role": "user", "content": "What's the weather like in the capital of Japan?"}]
+    result = await ask(proxy, stream, messages=asked, tools=TOOLS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather" and json.loads(made["function"]["arguments"]) == {"city": "Tokyo"}
+    assert result["choices"][0]["finish_reason"] == "tool_calls" and len(fake_upstream.requests) == 2
+    assert not result["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
 async def test_a_made_up_call_for_a_question_no_tool_relates_to_gets_a_plain_answer(
     start_proxy, fake_upstream, stream: bool
 ) -> None:

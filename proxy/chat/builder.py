@@ -92,8 +92,8 @@ class Attempt:
     call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
     withheld: int = 0  # calls written under tool_choice "none" (kept out of the answer)
     repeated: list[str] = field(default_factory=list)  # names of calls kept back: their result is in the history
-    # calls kept back for values the conversation does not hold: (name, ["arg=value", ...])
-    ungrounded: list[tuple[str, list[str]]] = field(default_factory=list)
+    # calls kept back for values the conversation does not hold, each with its ["arg=value", ...]
+    ungrounded: list[tuple[ToolCallEnd, list[str]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -186,10 +186,6 @@ class ResponseBuilder(Generic[Item]):
         self._answered = frozenset()
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
-
-    @property
-    def checks_grounding(self) -> bool:
-        return self._grounds is not None
 
     def trust_arguments(self) -> None:
         """The model was asked once about values it made up: what it writes from now on is taken."""
@@ -415,7 +411,7 @@ class ResponseBuilder(Generic[Item]):
         missing = self._grounds.ungrounded(tool, event.arguments)
         if not missing:
             return False
-        attempt.ungrounded.append((event.name, missing))
+        attempt.ungrounded.append((event, missing))
         self._unused_call = True
         log.info("call %s kept back: %s not in the conversation", event.name, ", ".join(missing))
         return True

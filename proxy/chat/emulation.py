@@ -39,7 +39,7 @@ from typing import Any
 
 from ..config.rules import ModelRule
 from ..constrain.grammars import Constraining
-from ..formats import StreamParser, set_thinking
+from ..formats import StreamParser, ToolCallEnd, set_thinking
 from ..formats.lenient import new_parser
 from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
@@ -92,6 +92,8 @@ class Emulator:
         self.constraint = constraint  # the grammar fields, until the upstream rejects them
         self.log_content = log_content and log.isEnabledFor(logging.DEBUG)
         self._pending_start: list[Chunk] = []  # the role chunk, held until there is output
+        self._ground_asked = False  # calls that made up their values were asked about (once per request)
+        self._made_up: list[ToolCallEnd] = []  # those calls, until the attempt without their tools has ended
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
             wants_call=plan.wants_call,
@@ -135,6 +137,8 @@ class Emulator:
                     yield chunk
             finally:
                 await upstream_stream.aclose()
+            for chunk in self._emit(self._first_call_stands(attempt)):
+                yield chunk
             if not self._stop_reading(attempt):  # else a repair follows: the open text goes with the attempt
                 for chunk in self._emit(self.builder.end_attempt()):
                     yield chunk
@@ -146,7 +150,7 @@ class Emulator:
             reason, message = reask
             repairs_left -= reason in ("repair", "empty", "answer")
             if reason == "ground":
-                self._withhold(attempt.ungrounded)
+                self._withhold(attempt)
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             answering = reason in ("answer", "repeat")
@@ -177,17 +181,35 @@ class Emulator:
         self.constraint = None  # the grammar was the tools'
         self.builder.withdraw_calls()
 
-    def _withhold(self, made_up: list[tuple[str, list[str]]]) -> None:
-        """The next attempt asks the same question without the tools of calls whose values were made up:
-        the model calls the tool that gives the value, or answers; a call it writes then is taken. A made-up
-        call when the question shares no word with any tool offered ("What is the capital of France?" → the
-        weather in Paris) asks for a plain answer: the question needs no tool."""
-        self.builder.trust_arguments()
-        names = frozenset(name for name, _ in made_up)
+    def _withhold(self, attempt: Attempt) -> None:
+        """The next attempt asks the same question without the tools of the calls whose values were made
+        up: the model calls the tool that gives the value (a grounded call is taken), or, with nothing better,
+        its first call stands (``_first_call_stands``: "the weather in the capital of Japan" is Tokyo's). A
+        made-up call when the question shares no word with any tool offered ("What is the capital of France?"
+        → the weather in Paris) asks for a plain answer instead: the question needs no tool."""
+        self._ground_asked = True
+        names = frozenset(event.name for event, _ in attempt.ungrounded)
         if self.plan.tools and {tool.name for tool in self.plan.tools} <= self.plan.off_topic:
+            self.builder.trust_arguments()
             self._answer_plainly()
         elif self.plan.narrowed is not None:
+            self._made_up = [event for event, _ in attempt.ungrounded]
             self.plan = self.plan.narrowed(names)
+            self.builder.wants_call = True  # its text is held: it is dropped should the first call stand
+
+    def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
+        """After the attempt without the made-up calls' tools: with no grounded call in it, the made-up
+        calls are returned as first written (what the attempt said instead is dropped where still held)."""
+        made_up, self._made_up = self._made_up, []
+        if not made_up:
+            return []
+        self.builder.trust_arguments()
+        self.builder.wants_call = self.plan.wants_call
+        if self.builder.calls_sent:
+            return []
+        self.builder.drop_held_text()
+        attempt.ungrounded.clear()
+        return self.builder.feed(list(made_up), Attempt())  # not cut by the attempt's own second call
 
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream
@@ -340,7 +362,7 @@ class Emulator:
                 f"You already called {names} with these same arguments, and the result is in the conversation "
                 "above. Do not call it again: answer the user now in plain text, using that result."
             )
-        if attempt.ungrounded and self.builder.checks_grounding:
+        if attempt.ungrounded and not self._ground_asked:
             return "ground", ""  # see _withhold
         withdrawn = self.builder.calls_withdrawn
         if attempt.malformed and repair_ok and not withdrawn:
