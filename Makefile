@@ -11,7 +11,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev lock run demo test test-fast lint bench bench-model bench-loops bench-bfcl model llama serve-model clean
+.PHONY: help install dev lock audit run demo test test-fast lint bench bench-model bench-loops bench-bfcl model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -51,6 +51,12 @@ lock:  ## refresh requirements/dev.txt (uv pip compile --generate-hashes), then 
 		--python-version $(LOCK_PYTHON) --python-platform $(LOCK_PLATFORM) --no-emit-package llama-cpp-python \
 		--custom-compile-command 'make lock' --quiet $(LOCK_ARGS) --output-file $(LOCK)
 
+# make test warns where the vulnerability data cannot be reached (AUDIT_UNCHECKED=fail makes that fail it);
+# make audit fails. A known vulnerability fails both. docs/security.md, "Dependencies", says why.
+AUDIT_UNCHECKED ?= warn
+audit: dev  ## the vulnerability audit of the locked versions (pip-audit, npm audit); fails if it cannot be done
+	$(BIN)/python scripts/audit.py --unchecked fail
+
 run: install  ## serve the proxy with $(RULES) on $(HOST):$(PORT)
 	$(BIN)/toolshim serve --rules $(RULES) --host $(HOST) --port $(PORT)
 
@@ -63,7 +69,8 @@ model: install  ## fetch and verify the local model file (Qwen2.5-Coder-0.5B-Ins
 demo: dev llama model  ## the main job: a real local model calls tools through toolshim
 	$(BIN)/python demo/agent.py
 
-test: dev llama model lint  ## everything: lint, types, unit, property, end-to-end and real-model tests
+test: dev llama model lint  ## everything: lint, types, the vulnerability audit, unit, property, end-to-end and real-model tests
+	$(BIN)/python scripts/audit.py --unchecked $(AUDIT_UNCHECKED)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: dev  ## the tests that need no local model
