@@ -4,32 +4,58 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# The locked versions (with hashes) that `make dev` installs: pyproject.toml's dependencies, its `test` extra and
+# the llama.cpp server's dependencies. `make lock` refreshes it; docs/development.md says how.
+LOCK := requirements/dev.txt
 RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev run demo test test-fast lint bench bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
+.PHONY: help install dev lock audit run demo test test-fast lint bench bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 
 # Running toolshim needs its own dependencies only; the test, lint and benchmark tools (about 0.9 GB with
-# litellm and the client SDKs) come with `make dev`, which the targets that use them depend on.
+# litellm and the client SDKs) come with `make dev`, which the targets that use them depend on. `make install`
+# resolves pyproject.toml's loose requirements like `pip install toolshim`; `make dev` installs exactly the
+# lock file's versions, each checked against its hash (pip among them), then toolshim itself with the locked
+# setuptools (no build isolation: nothing unlocked is downloaded).
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e .
 	touch $(STAMP)
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+$(DEV_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(DEV_STAMP) $(STAMP)
 
 install: $(STAMP)  ## create .venv with toolshim and what serving needs (no test tools)
 
 dev: $(DEV_STAMP)  ## install also the test, lint and benchmark dependencies (test, lint, bench and demo use them)
+
+# `make lock` keeps every pin it can (only what pyproject.toml or requirements/dev.in changed moves);
+# LOCK_ARGS=--upgrade moves every pin to its latest release, LOCK_ARGS='--upgrade-package NAME' one.
+# The lock is for CI's platform (Linux x86_64, CPython 3.11.7), whichever machine refreshes it.
+UV_VERSION ?= 0.13.9
+LOCK_PYTHON ?= 3.11.7
+LOCK_PLATFORM ?= x86_64-manylinux_2_28
+LOCK_ARGS ?=
+lock:  ## refresh requirements/dev.txt (uv pip compile --generate-hashes), then `make dev` installs it
+	test -x $(VENV)/uv/bin/uv || { $(PY) -m venv $(VENV)/uv && $(VENV)/uv/bin/pip install -q 'uv==$(UV_VERSION)'; }
+	$(VENV)/uv/bin/uv pip compile pyproject.toml requirements/dev.in --extra test --generate-hashes \
+		--python-version $(LOCK_PYTHON) --python-platform $(LOCK_PLATFORM) --no-emit-package llama-cpp-python \
+		--custom-compile-command 'make lock' --quiet $(LOCK_ARGS) --output-file $(LOCK)
+
+# make test warns where the vulnerability data cannot be reached (AUDIT_UNCHECKED=fail makes that fail it);
+# make audit fails. A known vulnerability fails both. docs/security.md, "Dependencies", says why.
+AUDIT_UNCHECKED ?= warn
+audit: dev  ## the vulnerability audit of the locked versions (pip-audit, npm audit); fails if it cannot be done
+	$(BIN)/python scripts/audit.py --unchecked fail
 
 run: install  ## serve the proxy with $(RULES) on $(HOST):$(PORT)
 	$(BIN)/toolshim serve --rules $(RULES) --host $(HOST) --port $(PORT)
@@ -43,7 +69,8 @@ model: install  ## fetch and verify the local model file (Qwen2.5-Coder-0.5B-Ins
 demo: dev llama model  ## the main job: a real local model calls tools through toolshim
 	$(BIN)/python demo/agent.py
 
-test: dev llama model lint  ## everything: lint, types, unit, property, end-to-end and real-model tests
+test: dev llama model lint  ## everything: lint, types, the vulnerability audit, unit, property, end-to-end and real-model tests
+	$(BIN)/python scripts/audit.py --unchecked $(AUDIT_UNCHECKED)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-fast: dev  ## the tests that need no local model
