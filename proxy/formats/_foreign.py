@@ -196,10 +196,13 @@ class ForeignCalls:
         state, group = self._state, self._group
         if state is _State.DONE:
             return
+        if call and group is not None and state in (_State.HEAD, _State.VALUE) and self._array_opened(state):
+            group.closer, group.outer = "]", group.closer  # the array's "[" was markup of the call
+            self._parts, state = [], _State.HEAD
         if (
             call
             and group is not None
-            and (state is _State.HEAD or (state is _State.AFTER and self._i == len(self._buf)))
+            and (state is _State.HEAD or (state is _State.AFTER and GAP.fullmatch(self._buf, self._i) is not None))
         ):
             self._rest()
             group.calls += 1
@@ -211,6 +214,11 @@ class ForeignCalls:
             self._emit(self._rest())
         if call and not self.done:
             self._group, self._state = Group("json", calls=1, around=True), _State.AFTER
+
+    def _array_opened(self, state: _State) -> bool:
+        """Whether what is held after the opener (HEAD) or of the value (VALUE) is only an array's ``[``."""
+        held = "".join(self._parts) if state is _State.VALUE else ""
+        return (held + self._buf[self._i :]).strip(" \t\r\n") == "["
 
     # ---- text ------------------------------------------------------------------------------
 
@@ -288,7 +296,7 @@ class ForeignCalls:
         if s.startswith(MISTRAL, p):
             return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
         if s.startswith(TOOL_REQUEST, p):
-            group = Group("tool_request", closer=END_TOOL_REQUEST, outer=TOOL_REQUEST_END, wrapped=True)
+            group = Group("tool_request", closer=END_TOOL_REQUEST, alt=TOOL_REQUEST_END, wrapped=True)
             return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
         if partial(s, p, (MISTRAL, TOOL_REQUEST)):
             return None
@@ -299,15 +307,24 @@ class ForeignCalls:
             return None
         if s[k] == "{":
             return self._begin(Group("json", inline=not self._blank_line), p, p)
+        verdict = self._list_call(s, p, k)
+        if verdict:
+            self._group = Group("pythonic", inline=not self._blank_line)
+            self._open_list(p)
+        return verdict
+
+    def _list_call(self, s: str, p: int, k: int) -> bool | None:
+        """After ``[`` at ``p`` and blanks: whether an offered tool's ``name(`` starts a pythonic list at ``k``."""
         m = PY_CALL.match(s, k)
         if m is None:
-            return None if len(s) - p < OPENER_WINDOW and PY_PARTIAL.match(s, k) else False
-        if self._calls.resolve(m.group(1)) is None:
-            return False
-        self._group = Group("pythonic", inline=not self._blank_line)
+            undecided = k == len(s) or PY_PARTIAL.match(s, k) is not None
+            return None if undecided and len(s) - p < OPENER_WINDOW else False
+        return self._calls.resolve(m.group(1)) is not None
+
+    def _open_list(self, p: int) -> None:
+        """The open group's pythonic list starts with the ``[`` at ``p``: held to its end (LIST)."""
         self._list, self._parts, self._held = ListScanner(), ["["], 1
         self._i, self._state = p + 1, _State.LIST
-        return True
 
     def _open_tag(self, s: str, p: int) -> bool | None:
         if p + 1 < len(s) and s[p + 1] not in self._tag_seconds:
@@ -447,6 +464,14 @@ class ForeignCalls:
             return True
         if s[k] == "`" and group.name is None and not group.fenced and group.kind in _TAG_KINDS:
             return self._fence_in_tag(group, s, k)
+        if s[k] == "[" and group.name is None and group.kind in _TAG_KINDS:  # a pythonic list in a wrapper
+            listed = self._list_call(s, k, BLANKS.match(s, k + 1).end())  # type: ignore[union-attr]
+            if listed is None:
+                return False
+            if listed:
+                group.opener += s[self._i : k]
+                self._open_list(k)
+                return True
         if s[k] not in "{[" or (group.name is not None and s[k] != "{") or group.kind == "morph_xml":
             return self._not_a_call(k)
         group.opener += s[self._i : k]
@@ -533,9 +558,8 @@ class ForeignCalls:
         self._held += p - i
         self._i = p
         if verdict is False or (verdict is None and self._held > BLOCK_CAP):  # prose that began like a list
-            text = "".join(self._parts)
-            self._parts, self._group, self._state = [], None, _State.PROSE
-            self._emit(text)
+            text, self._parts = "".join(self._parts), []
+            self._release(text)
             return True
         if verdict:
             self._finish_list("".join(self._parts))
@@ -549,8 +573,7 @@ class ForeignCalls:
         self._parts = []
         found = decode_list(block, list(self._calls.tools.tools.values()))
         if found is None:
-            self._group, self._state = None, _State.PROSE
-            self._emit(block)
+            self._release(block)
             return
         self._state = _State.AFTER
         if isinstance(found, str):
@@ -727,13 +750,13 @@ class ForeignCalls:
                 return True
             if partial(s, k, (group.again,)):
                 return False
-        for closer in (group.closer, group.outer):
+        for n, closer in enumerate((group.closer, group.alt, group.outer)):
             if closer is None:
                 continue
             if s.startswith(closer, k):
                 self._i = k + len(closer)
-                if closer is group.closer and FENCE in (closer, group.outer):  # a fence around a tag, or inside
-                    group.closer, group.outer = group.outer, None
+                if n == 0 and group.outer is not None:  # the inner closer: the outer one may follow
+                    group.closer, group.alt, group.outer = group.outer, None, None
                     group.fenced = group.fenced and closer != FENCE
                 else:  # the block ends; blanks after it are held as after a call
                     self._group = Group("json", calls=group.calls)

@@ -40,6 +40,7 @@ TAGS: dict[str, str | None] = {
     "<json>": "</json>",
     "<response>": "</response>",
     "<|python_tag|>": None,
+    "<|python_start|>": "<|python_end|>",  # Llama 4, around a pythonic list
     "<|tool_call|>": None,
 }
 FUNCTION_CLOSE = "</function>"
@@ -85,6 +86,7 @@ class Group:
     kind: str  # the syntax, reported as the repair ``foreign_<kind>``
     opener: str = ""
     closer: str | None = None
+    alt: str | None = None  # another closer that ends the block as ``closer`` does (LM Studio's two)
     outer: str | None = None  # what ends the block after ``closer``: a fence around a tag, a tag around a fence
     prefix: str = ""  # markup before the opener (an xml fence line), text with it when the block is none
     fenced: bool = False
