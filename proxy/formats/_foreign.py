@@ -109,7 +109,7 @@ class ForeignCalls:
         self._blank_line = True  # only blanks were released since the last newline
         self._held = 0  # characters of the XML block (or pythonic list) held so far
         self._list = ListScanner()  # the open pythonic list's brackets and strings
-        self._reasoning = False  # the harmony message being read is an analysis (reasoning)
+        self._in_message = False  # in a harmony final / commentary message: its end token is markup
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
         self._tag_seconds = frozenset("tfjr|\uff5c").union(name[:1] for name in calls.tools.tools)
         # The character after a "[" that may open something: Mistral / LM Studio, JSON, a pythonic list.
@@ -173,7 +173,7 @@ class ForeignCalls:
             self._close_xml(finish)
         elif state is _State.LIST:
             self._close_list(finish)
-        elif state is _State.MESSAGE and self._reasoning:
+        elif state is _State.MESSAGE:
             self._out.text(Reasoning, self._rest())
         elif state is _State.HEAD:
             self._release(self._rest())
@@ -196,14 +196,13 @@ class ForeignCalls:
         state, group = self._state, self._group
         if state is _State.DONE:
             return
+        if call and state is _State.PROSE and self._blank_line and self._array_opened(state):  # "[" on its line
+            group = self._group = Group("json")
+            group.closer, state = "]", _State.HEAD
         if call and group is not None and state in (_State.HEAD, _State.VALUE) and self._array_opened(state):
             group.closer, group.outer = "]", group.closer  # the array's "[" was markup of the call
             self._parts, state = [], _State.HEAD
-        if (
-            call
-            and group is not None
-            and (state is _State.HEAD or (state is _State.AFTER and GAP.fullmatch(self._buf, self._i) is not None))
-        ):
+        if call and group is not None and (state is _State.HEAD or (state is _State.AFTER and self._gap_only(group))):
             self._rest()
             group.calls += 1
             self._state = _State.AFTER
@@ -215,8 +214,16 @@ class ForeignCalls:
         if call and not self.done:
             self._group, self._state = Group("json", calls=1, around=True), _State.AFTER
 
+    def _gap_only(self, group: Group) -> bool:
+        """In AFTER: whether what is held is markup before the wrapped parser's next call (nothing, or the
+        separators inside a wrapper of the group's own)."""
+        return self._i == len(self._buf) or (not group.around and GAP.fullmatch(self._buf, self._i) is not None)
+
     def _array_opened(self, state: _State) -> bool:
-        """Whether what is held after the opener (HEAD) or of the value (VALUE) is only an array's ``[``."""
+        """Whether what is held (in PROSE), after the opener (HEAD) or of the value (VALUE) is only an
+        array's ``[``."""
+        if (state is _State.VALUE and self._sc.size > GAP_CAP) or len(self._buf) - self._i > OPENER_WINDOW:
+            return False  # more than a bracket and blanks (checked in bounded work)
         held = "".join(self._parts) if state is _State.VALUE else ""
         return (held + self._buf[self._i :]).strip(" \t\r\n") == "["
 
@@ -329,9 +336,16 @@ class ForeignCalls:
     def _open_tag(self, s: str, p: int) -> bool | None:
         if p + 1 < len(s) and s[p + 1] not in self._tag_seconds:
             return False
+        if self._in_message:  # the end token of a harmony message read as prose: dropped
+            ended = next((t for t in HARMONY_MESSAGE_END if s.startswith(t, p)), None)
+            if ended is not None:
+                self._i, self._in_message = p + len(ended), False
+                return True
+            if partial(s, p, HARMONY_MESSAGE_END):
+                return None
         for opener, style in OPENERS.items():  # DeepSeek, Kimi: held to the call's end
             if s.startswith(opener, p):
-                group = Group(style.kind, opener=opener, closer=style.section_end, wrapped=True)
+                group = Group(style.kind, opener=opener, closer=style.section_end, outer=style.trailer, wrapped=True)
                 group.ends, group.again = (style.call_end, style.section_end), style.call_begin
                 self._group = group
                 self._parts, self._held, self._i, self._state = [opener], len(opener), p + len(opener), _State.XML
@@ -372,9 +386,12 @@ class ForeignCalls:
             return None if len(s) - p < OPENER_WINDOW else False
         m = HARMONY_HEAD.fullmatch(s, p, end + len(HARMONY_MESSAGE))
         name = m.group(1) or m.group(3) if m is not None else None
-        if not name and m is not None and m.group(2) in HARMONY_CHANNELS:  # analysis: reasoning, never content
-            self._i, self._state = end + len(HARMONY_MESSAGE), _State.MESSAGE
-            self._reasoning = m.group(2) == HARMONY_ANALYSIS
+        if not name and m is not None and m.group(2) in HARMONY_CHANNELS:  # a message that is no call
+            self._i = end + len(HARMONY_MESSAGE)
+            if m.group(2) == HARMONY_ANALYSIS:  # reasoning, never content
+                self._state = _State.MESSAGE
+            else:  # content, read as prose (calls in it too); its end token is markup
+                self._in_message = True
             return True
         if not name:
             return False
@@ -397,13 +414,14 @@ class ForeignCalls:
             verdict = self._open_tag(s, p + tag)
             if verdict is None:
                 return None
-            if verdict and self._group is not None:
+            if verdict:
                 group = self._group
-                group.prefix, group.fenced = s[p : p + tag], True
-                if group.closer is None:
-                    group.closer = FENCE
-                else:
-                    group.outer = FENCE
+                if group is not None:
+                    group.prefix, group.fenced = s[p : p + tag], True
+                    if group.closer is None:
+                        group.closer = FENCE
+                    else:
+                        group.outer = FENCE
                 return True
         self._emit(FENCE)
         self._i, self._state = p + len(FENCE), _State.FENCE
@@ -584,15 +602,12 @@ class ForeignCalls:
             self._commit()
 
     def _step_message(self) -> bool:
-        """A harmony message that is no call: up to its end token (dropped) or the next header (read
-        again); an analysis message is reasoning, a final or commentary one text, not scanned for calls."""
+        """A harmony analysis message: reasoning up to its end token (dropped) or the next header (read
+        again)."""
         s, i = self._buf, self._i
         found = find_first(s, HARMONY_MESSAGE_ENDS, i)
         end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], HARMONY_MESSAGE_ENDS) if found is None else found[0]
-        if self._reasoning:
-            self._out.text(Reasoning, s[i:end])
-        else:
-            self._emit(s[i:end])
+        self._out.text(Reasoning, s[i:end])
         self._i = end
         if found is None:
             return False

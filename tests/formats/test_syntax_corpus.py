@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallStart, get_format
+from toolshim.formats.base import Text
 from toolshim.formats.history import render_history
 from toolshim.formats.lenient import new_parser
 
 from tests.formats import corpus
-from tests.formats.harness import chunkings
+from tests.formats.harness import chunkings, merge
 from tests.formats.tools import TOOLS
 from tests.formats.work import assert_linear
 
@@ -134,3 +135,43 @@ def test_new_syntax_in_a_tool_result_is_inert(fmt: str, name: str) -> None:
             e for e in events(echoing, "Sure.\n" + result_text + "\n") if isinstance(e, ToolCallStart | ToolCallEnd)
         ]
         assert calls == [], (echoing, result_text)
+
+
+# ---- what the newly read syntaxes leave alone -------------------------------------------------------------
+
+PROSE = [
+    "Use `[get_weather(city='Paris')]` to check it.",  # inline code: a mention
+    "I'd call [get_weather(city='Paris')] later today.",  # a list inside a line of prose
+    "[get_weather(city) is the tool we need here]",  # a list that reads as more than calls
+    "[get_weather(city='Paris'\n\nThat is how it starts.",  # a blank line ends what began like a list
+    "```python\n[get_weather(city='Paris')]\n```",  # code
+    "See [get_weather](https://example.com/docs).",  # a link
+    '<get_weather city="Paris">the tag holds prose</get_weather>',
+    "```xml\n<b>bold</b>\n```",
+]
+
+
+@pytest.mark.parametrize(("fmt", "text"), list(itertools.product(["hermes", "react", "qwen3_xml"], PROSE)))
+def test_prose_like_the_new_syntaxes_stays_text(fmt: str, text: str) -> None:
+    got = events(fmt, text)
+    assert "".join(e.text for e in got if isinstance(e, Text)) == text, got
+    assert all(isinstance(e, Text) for e in got), got
+
+
+def test_a_cut_pythonic_list_is_malformed_not_text() -> None:
+    got = events("hermes", "[get_weather(city='Par", "length")
+    assert [type(e).__name__ for e in got] == ["Malformed"]
+
+
+@pytest.mark.parametrize("opener", ["", "<tools>", "[TOOL_CALLS] "])
+def test_an_array_around_calls_the_prompted_format_reads_is_markup(opener: str) -> None:
+    closer = "</tools>" if opener == "<tools>" else ""
+    text = (
+        f'{opener}[\n  {{"name": "get_weather", "arguments": {{"city": "Paris"}}}},\n'
+        f'  {{"name": "get_weather", "arguments": {{"city": "Rome"}}}}\n]{closer}\nDone.'
+    )
+    for chunks in chunkings(text, (1, 2, 3)):
+        parser = new_parser(get_format("hermes"), TOOLS, 8)
+        got = merge([e for chunk in chunks for e in parser.feed(chunk)] + parser.close("stop"))
+        assert [json.loads(e.arguments)["city"] for e in got if isinstance(e, ToolCallEnd)] == ["Paris", "Rome"]
+        assert "".join(e.text for e in got if isinstance(e, Text)).strip() == "Done.", chunks
