@@ -22,33 +22,54 @@ from ._foreign_open import (
     FUNCTION_TAG,
     GAP,
     GAP_CAP,
+    HARMONY_ANALYSIS,
     HARMONY_CALL,
+    HARMONY_CHANNELS,
     HARMONY_HEAD,
     HARMONY_MESSAGE,
+    HARMONY_MESSAGE_END,
+    HARMONY_MESSAGE_ENDS,
     HARMONY_OPENERS,
     HOLD_CAP,
     INLINE_GAP,
     MISTRAL,
     MISTRAL_NAME,
     OPENER_WINDOW,
+    PY_CALL,
+    PY_PARTIAL,
     TAGS,
     TOOL_REQUEST,
+    TOOL_REQUEST_END,
     TRIGGER,
     Group,
     fence_start,
+    fence_tag,
 )
+from ._foreign_pythonic import ListScanner, decode_list
 from ._foreign_scan import Call, ValueScanner, read_calls, unknown_call
 from ._foreign_tokens import GLM_END, OPENERS, STYLES, decode_glm, decode_token_call, glm_head
-from ._foreign_xml import FUNCTION, QWEN3_ENDS, TOOL_CALL_END, decode, morph_body, morph_partial, morph_tag, partial
+from ._foreign_xml import (
+    FUNCTION,
+    QWEN3_ENDS,
+    TOOL_CALL_END,
+    decode,
+    morph_attr_tag,
+    morph_body,
+    morph_partial,
+    morph_tag,
+    partial,
+)
 from ._foreign_xml import qwen3_body as qwen3_head
 from ._text import EventBuffer, find_first, partial_marker_len
 from .base import (
     FinishReason,
+    Reasoning,
     Text,
     ToolSpec,
 )
 
 _OPENERS = (*TAGS, *OPENERS, *HARMONY_OPENERS)  # what a held ``<`` may still become
+_TAG_KINDS = frozenset(tag.strip("<>|") for tag in TAGS)  # the wrapper tags' groups (a fence may be inside)
 
 
 def _decode(kind: str, block: str, tools: list[ToolSpec]) -> list[tuple[str, Any]] | None:
@@ -66,6 +87,8 @@ class _State(IntEnum):
     VALUE = auto()
     SKIP = auto()
     XML = auto()
+    LIST = auto()
+    MESSAGE = auto()
     AFTER = auto()
     DONE = auto()
 
@@ -84,9 +107,14 @@ class ForeignCalls:
         self._parts: list[str] = []  # the value's text consumed so far
         self._pending: tuple[list[Call], str, tuple[str, ...]] | None = None  # calls, raw, repairs
         self._blank_line = True  # only blanks were released since the last newline
-        self._held = 0  # characters of the XML block held so far
+        self._held = 0  # characters of the XML block (or pythonic list) held so far
+        self._list = ListScanner()  # the open pythonic list's brackets and strings
+        self._in_message = False  # in a harmony final / commentary message: its end token is markup
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
         self._tag_seconds = frozenset("tfjr|\uff5c").union(name[:1] for name in calls.tools.tools)
+        # The character after a "[" that may open something: Mistral / LM Studio, JSON, a pythonic list.
+        firsts = "".join(name[:1] for name in calls.tools.tools)
+        self._bracket_seconds = frozenset("T{ \t\r\n" + firsts.lower() + firsts.upper())
         self._steps: dict[_State, Callable[[], bool]] = {
             _State.PROSE: self._step_prose,
             _State.FENCE: self._step_fence,
@@ -94,6 +122,8 @@ class ForeignCalls:
             _State.VALUE: self._step_value,
             _State.SKIP: self._step_skip,
             _State.XML: self._step_xml,
+            _State.LIST: self._step_list,
+            _State.MESSAGE: self._step_message,
             _State.AFTER: self._step_after,
             _State.DONE: lambda: False,
         }
@@ -141,6 +171,10 @@ class ForeignCalls:
             self._close_value(finish)
         elif state is _State.XML:
             self._close_xml(finish)
+        elif state is _State.LIST:
+            self._close_list(finish)
+        elif state is _State.MESSAGE:
+            self._out.text(Reasoning, self._rest())
         elif state is _State.HEAD:
             self._release(self._rest())
         elif state is _State.AFTER and not (self._group is not None and self._group.around):
@@ -162,21 +196,36 @@ class ForeignCalls:
         state, group = self._state, self._group
         if state is _State.DONE:
             return
-        if (
-            call
-            and group is not None
-            and (state is _State.HEAD or (state is _State.AFTER and self._i == len(self._buf)))
-        ):
+        if call and state is _State.PROSE and self._blank_line and self._array_opened(state):  # "[" on its line
+            group = self._group = Group("json")
+            group.closer, state = "]", _State.HEAD
+        if call and group is not None and state in (_State.HEAD, _State.VALUE) and self._array_opened(state):
+            group.closer, group.outer = "]", group.closer  # the array's "[" was markup of the call
+            self._parts, state = [], _State.HEAD
+        if call and group is not None and (state is _State.HEAD or (state is _State.AFTER and self._gap_only(group))):
             self._rest()
             group.calls += 1
             self._state = _State.AFTER
             return
-        if state in (_State.HEAD, _State.VALUE, _State.XML, _State.AFTER):
+        if state in (_State.HEAD, _State.VALUE, _State.XML, _State.LIST, _State.AFTER, _State.MESSAGE):
             self.close("length")
         else:
             self._emit(self._rest())
         if call and not self.done:
             self._group, self._state = Group("json", calls=1, around=True), _State.AFTER
+
+    def _gap_only(self, group: Group) -> bool:
+        """In AFTER: whether what is held is markup before the wrapped parser's next call (nothing, or the
+        separators inside a wrapper of the group's own)."""
+        return self._i == len(self._buf) or (not group.around and GAP.fullmatch(self._buf, self._i) is not None)
+
+    def _array_opened(self, state: _State) -> bool:
+        """Whether what is held (in PROSE), after the opener (HEAD) or of the value (VALUE) is only an
+        array's ``[``."""
+        if (state is _State.VALUE and self._sc.size > GAP_CAP) or len(self._buf) - self._i > OPENER_WINDOW:
+            return False  # more than a bracket and blanks (checked in bounded work)
+        held = "".join(self._parts) if state is _State.VALUE else ""
+        return (held + self._buf[self._i :]).strip(" \t\r\n") == "["
 
     # ---- text ------------------------------------------------------------------------------
 
@@ -201,7 +250,7 @@ class ForeignCalls:
     def _release(self, tail: str) -> None:
         """The group is not a call after all: its opener and ``tail`` are text, as written."""
         group, self._group = self._group, None
-        self._emit((group.opener if group else "") + tail)
+        self._emit((group.prefix + group.opener if group else "") + tail)
         self._state = _State.FENCE if group is not None and group.fenced else _State.PROSE
 
     # ---- prose -----------------------------------------------------------------------------
@@ -233,7 +282,7 @@ class ForeignCalls:
         if c == "<":
             return after in self._tag_seconds
         if c == "[":
-            return after in "T{ \t\r\n"
+            return after in self._bracket_seconds
         if c == "`":
             return after == "`"
         return True
@@ -254,7 +303,7 @@ class ForeignCalls:
         if s.startswith(MISTRAL, p):
             return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
         if s.startswith(TOOL_REQUEST, p):
-            group = Group("tool_request", closer=END_TOOL_REQUEST, wrapped=True)
+            group = Group("tool_request", closer=END_TOOL_REQUEST, alt=TOOL_REQUEST_END, wrapped=True)
             return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
         if partial(s, p, (MISTRAL, TOOL_REQUEST)):
             return None
@@ -263,14 +312,40 @@ class ForeignCalls:
             return False
         if k == len(s):
             return None
-        return self._begin(Group("json", inline=not self._blank_line), p, p) if s[k] == "{" else False
+        if s[k] == "{":
+            return self._begin(Group("json", inline=not self._blank_line), p, p)
+        verdict = self._list_call(s, p, k)
+        if verdict:
+            self._group = Group("pythonic", inline=not self._blank_line)
+            self._open_list(p)
+        return verdict
+
+    def _list_call(self, s: str, p: int, k: int) -> bool | None:
+        """After ``[`` at ``p`` and blanks: whether an offered tool's ``name(`` starts a pythonic list at ``k``."""
+        m = PY_CALL.match(s, k)
+        if m is None:
+            undecided = k == len(s) or PY_PARTIAL.match(s, k) is not None
+            return None if undecided and len(s) - p < OPENER_WINDOW else False
+        return self._calls.resolve(m.group(1)) is not None
+
+    def _open_list(self, p: int) -> None:
+        """The open group's pythonic list starts with the ``[`` at ``p``: held to its end (LIST)."""
+        self._list, self._parts, self._held = ListScanner(), ["["], 1
+        self._i, self._state = p + 1, _State.LIST
 
     def _open_tag(self, s: str, p: int) -> bool | None:
         if p + 1 < len(s) and s[p + 1] not in self._tag_seconds:
             return False
+        if self._in_message:  # the end token of a harmony message read as prose: dropped
+            ended = next((t for t in HARMONY_MESSAGE_END if s.startswith(t, p)), None)
+            if ended is not None:
+                self._i, self._in_message = p + len(ended), False
+                return True
+            if partial(s, p, HARMONY_MESSAGE_END):
+                return None
         for opener, style in OPENERS.items():  # DeepSeek, Kimi: held to the call's end
             if s.startswith(opener, p):
-                group = Group(style.kind, opener=opener, closer=style.section_end, wrapped=True)
+                group = Group(style.kind, opener=opener, closer=style.section_end, outer=style.trailer, wrapped=True)
                 group.ends, group.again = (style.call_end, style.section_end), style.call_begin
                 self._group = group
                 self._parts, self._held, self._i, self._state = [opener], len(opener), p + len(opener), _State.XML
@@ -287,6 +362,11 @@ class ForeignCalls:
             return self._begin(group, p, m.end(), head=True)
         tools = self._calls.tools.tools
         morph = morph_tag(s, p, tools)
+        if morph is None:
+            attributed = morph_attr_tag(s, p, tools)
+            if attributed is None:
+                return None
+            morph = attributed or None
         if morph is not None:
             group = Group("morph_xml", wrapped=True, tag=morph[0], ends=(f"</{morph[0]}>",))
             if not morph[2]:
@@ -305,7 +385,14 @@ class ForeignCalls:
         if end < 0:
             return None if len(s) - p < OPENER_WINDOW else False
         m = HARMONY_HEAD.fullmatch(s, p, end + len(HARMONY_MESSAGE))
-        name = m.group(1) or m.group(2) if m is not None else None
+        name = m.group(1) or m.group(3) if m is not None else None
+        if not name and m is not None and m.group(2) in HARMONY_CHANNELS:  # a message that is no call
+            self._i = end + len(HARMONY_MESSAGE)
+            if m.group(2) == HARMONY_ANALYSIS:  # reasoning, never content
+                self._state = _State.MESSAGE
+            else:  # content, read as prose (calls in it too); its end token is markup
+                self._in_message = True
+            return True
         if not name:
             return False
         group = Group("harmony", closer=HARMONY_CALL, wrapped=True, name=name)
@@ -320,6 +407,22 @@ class ForeignCalls:
             return None
         if at >= 0:
             return self._begin(Group("fence", closer=FENCE, fenced=True), p, p + at)
+        tag = fence_tag(window)
+        if tag is None:
+            return None
+        if tag >= 0:  # a call's tag as the fence's first line (```xml): the fence is the call's markup
+            verdict = self._open_tag(s, p + tag)
+            if verdict is None:
+                return None
+            if verdict:
+                group = self._group
+                if group is not None:
+                    group.prefix, group.fenced = s[p : p + tag], True
+                    if group.closer is None:
+                        group.closer = FENCE
+                    else:
+                        group.outer = FENCE
+                return True
         self._emit(FENCE)
         self._i, self._state = p + len(FENCE), _State.FENCE
         return True
@@ -377,10 +480,34 @@ class ForeignCalls:
             group.opener += s[self._i : k]
             self._parts, self._held, self._i, self._state = [group.opener], len(group.opener), k, _State.XML
             return True
+        if s[k] == "`" and group.name is None and not group.fenced and group.kind in _TAG_KINDS:
+            return self._fence_in_tag(group, s, k)
+        if s[k] == "[" and group.name is None and group.kind in _TAG_KINDS:  # a pythonic list in a wrapper
+            listed = self._list_call(s, k, BLANKS.match(s, k + 1).end())  # type: ignore[union-attr]
+            if listed is None:
+                return False
+            if listed:
+                group.opener += s[self._i : k]
+                self._open_list(k)
+                return True
         if s[k] not in "{[" or (group.name is not None and s[k] != "{") or group.kind == "morph_xml":
             return self._not_a_call(k)
         group.opener += s[self._i : k]
         self._i = k
+        self._start_value()
+        return True
+
+    def _fence_in_tag(self, group: Group, s: str, k: int) -> bool:
+        """A json / bare fence right inside a wrapper tag: the call's value follows its fence line; the
+        fence's end, then the tag's, close the block."""
+        at = fence_start(s[k : k + OPENER_WINDOW])
+        if at is None:
+            return False
+        if at < 0:
+            return self._not_a_call(k)
+        group.opener += s[self._i : k + at]
+        group.fenced, group.closer, group.outer = True, FENCE, group.closer
+        self._i = k + at
         self._start_value()
         return True
 
@@ -440,6 +567,54 @@ class ForeignCalls:
             return
         self._pending = (calls, block, (f"foreign_{group.kind}",))
         self._commit()
+
+    def _step_list(self) -> bool:
+        """A pythonic list, held to its matching ``]`` (at most ``BLOCK_CAP`` characters), then decoded."""
+        s, i = self._buf, self._i
+        p, verdict = self._list.scan(s, i)
+        self._parts.append(s[i:p])
+        self._held += p - i
+        self._i = p
+        if verdict is False or (verdict is None and self._held > BLOCK_CAP):  # prose that began like a list
+            text, self._parts = "".join(self._parts), []
+            self._release(text)
+            return True
+        if verdict:
+            self._finish_list("".join(self._parts))
+            return True
+        return False
+
+    def _finish_list(self, block: str) -> None:
+        """A whole (or completed) pythonic list: its calls, Malformed, or text as written."""
+        group = self._group
+        assert group is not None
+        self._parts = []
+        found = decode_list(block, list(self._calls.tools.tools.values()))
+        if found is None:
+            self._release(block)
+            return
+        self._state = _State.AFTER
+        if isinstance(found, str):
+            self._calls.fail(block, found)
+            return
+        self._pending = (list(found), block, (f"foreign_{group.kind}",))
+        if not (group.inline and not group.calls):
+            self._commit()
+
+    def _step_message(self) -> bool:
+        """A harmony analysis message: reasoning up to its end token (dropped) or the next header (read
+        again)."""
+        s, i = self._buf, self._i
+        found = find_first(s, HARMONY_MESSAGE_ENDS, i)
+        end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], HARMONY_MESSAGE_ENDS) if found is None else found[0]
+        self._out.text(Reasoning, s[i:end])
+        self._i = end
+        if found is None:
+            return False
+        if found[1] in HARMONY_MESSAGE_END:
+            self._i += len(found[1])
+        self._state = _State.PROSE
+        return True
 
     def _too_long(self, k: int) -> bool:
         """Whether the opener read up to ``k`` is past the window an opener is decided in."""
@@ -580,18 +755,26 @@ class ForeignCalls:
             return self._end_group(i)
         if k == len(s):
             return False
-        if s[k] == "[" and partial(s, k, (MISTRAL,)):
+        if s[k] == "[" and partial(s, k, (MISTRAL, TOOL_REQUEST)):
             return False
+        if s.startswith(TOOL_REQUEST, k) or (s.startswith(MISTRAL, k) and group.kind != "mistral"):
+            return self._end_group(k)  # another block of its own opener: read from PROSE
         if group.again and s[k] == "<":  # another function in the same wrapper / section
             if s.startswith(group.again, k):
                 self._parts, self._held, self._i, self._state = [], 0, k, _State.XML
                 return True
             if partial(s, k, (group.again,)):
                 return False
-        closer = group.closer
-        if closer is not None:
-            if s.startswith(closer, k):  # the block ends; blanks after it are held as after a call
-                self._group, self._i = Group("json", calls=group.calls), k + len(closer)
+        for n, closer in enumerate((group.closer, group.alt, group.outer)):
+            if closer is None:
+                continue
+            if s.startswith(closer, k):
+                self._i = k + len(closer)
+                if n == 0 and group.outer is not None:  # the inner closer: the outer one may follow
+                    group.closer, group.alt, group.outer = group.outer, None, None
+                    group.fenced = group.fenced and closer != FENCE
+                else:  # the block ends; blanks after it are held as after a call
+                    self._group = Group("json", calls=group.calls)
                 return True
             if len(s) - k < len(closer) and closer.startswith(s[k:]):
                 return False
@@ -625,6 +808,18 @@ class ForeignCalls:
             self._parts, self._state = [], _State.PROSE
         else:
             self._finish_xml(block)
+
+    def _close_list(self, finish: FinishReason) -> None:
+        """The output ended inside a pythonic list: completed after a ``stop`` (not inside a string)."""
+        block = "".join(self._parts) + self._rest()
+        self._parts = []
+        if self._list.quote is None and not truncated(finish):
+            self._finish_list(block + self._list.closers())
+            if self._pending is not None:  # the output's end ends the line
+                self._commit()
+            return
+        self._group, self._state = None, _State.PROSE
+        self._calls.fail(block, f"pythonic list cut inside a string or by finish_reason={finish}")
 
     def _close_value(self, finish: FinishReason) -> None:
         """The output ended inside a value: a call-shaped one is completed after a ``stop``."""

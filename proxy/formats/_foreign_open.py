@@ -15,13 +15,20 @@ OPENER_WINDOW = 128  # enough to decide an opener: a fence line, a tag, [TOOL_CA
 GAP_CAP = 64
 MISTRAL = "[TOOL_CALLS]"
 TOOL_REQUEST, END_TOOL_REQUEST = "[TOOL_REQUEST]", "[END_TOOL_REQUEST]"  # LM Studio's default
+TOOL_REQUEST_END = "[TOOL_REQUEST_END]"  # the closer Gemma writes under LM Studio
 HARMONY_OPENERS = ("<|start|>", "<|channel|>")
 HARMONY_MESSAGE = "<|message|>"
 HARMONY_CALL = "<|call|>"
-# A gpt-oss harmony header up to its message: a call when it names a recipient (to=functions.NAME).
+HARMONY_ANALYSIS = "analysis"  # the channel of a harmony message that is reasoning
+HARMONY_CHANNELS = (HARMONY_ANALYSIS, "final", "commentary")  # a message on these without a recipient: no call
+# What ends a message that is no call: its end token (dropped), or the next message's header (read again).
+HARMONY_MESSAGE_END = ("<|end|>", "<|return|>")
+HARMONY_MESSAGE_ENDS = (*HARMONY_MESSAGE_END, "<|start|>", "<|channel|>")
+# A gpt-oss harmony header up to its message: a call when it names a recipient (to=functions.NAME);
+# groups: the recipient before the channel, the channel, the recipient after it.
 HARMONY_HEAD = re.compile(
     r"(?:<\|start\|>[ \t]*assistant)?[ \t]*(?:to=(?:functions\.)?([\w.-]{1,64}))?[ \t]*"
-    r"(?:<\|channel\|>[ \t]*\w*)?[ \t]*(?:to=(?:functions\.)?([\w.-]{1,64}))?[ \t]*"
+    r"(?:<\|channel\|>[ \t]*(\w*))?[ \t]*(?:to=(?:functions\.)?([\w.-]{1,64}))?[ \t]*"
     r"(?:<\|constrain\|>)?[ \t]*(?:json)?[ \t\r\n]*<\|message\|>"
 )
 TAGS: dict[str, str | None] = {
@@ -33,11 +40,13 @@ TAGS: dict[str, str | None] = {
     "<json>": "</json>",
     "<response>": "</response>",
     "<|python_tag|>": None,
+    "<|python_start|>": "<|python_end|>",  # Llama 4, around a pythonic list
     "<|tool_call|>": None,
 }
 FUNCTION_CLOSE = "</function>"
 FENCE = "```"
 FENCE_LANGS = ("", "json", "json5", "tool_call", "tool_code", "javascript")
+XML_FENCE_LANGS = ("", "xml", "tool_call", "tool_code")  # a fence whose first line may be a call's tag
 TRIGGER = re.compile(r"[{\[<`]")
 BLANKS = re.compile(r"[ \t\r\n]*")
 GAP = re.compile(r"[ \t\r\n]*[,;]?[ \t\r\n]*")
@@ -45,7 +54,19 @@ INLINE_GAP = re.compile(r"[ \t]*")
 FENCE_HEAD = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n[ \t\r\n]*")
 FUNCTION_TAG = re.compile(r"<function=([A-Za-z_][\w.:-]{0,63})>")
 FUNCTION_PARTIAL = re.compile(r"<(?:f(?:u(?:n(?:c(?:t(?:i(?:o(?:n(?:=(?:[A-Za-z_][\w.:-]{0,63})?)?)?)?)?)?)?)?)?)?\Z")
+PY_CALL = re.compile(r"([A-Za-z_][\w.\-]{0,63})[ \t]*\(")  # a pythonic list's first call, after "[" and blanks
+PY_PARTIAL = re.compile(r"[A-Za-z_][\w.\-]{0,63}[ \t]*\Z")
 MISTRAL_NAME = re.compile(r"([A-Za-z_][\w.-]{0,63})[ \t]*(?:\[CALL_ID\][^\[\]\n]{0,64})?(\[ARGS\])?[ \t\r\n]*")
+
+
+def fence_tag(window: str) -> int | None:
+    """In a window starting with a fence: where the ``<`` of a tag right after an xml/bare fence line is;
+    -1 when none is; None while undecided."""
+    m = FENCE_HEAD.match(window)
+    if m is None or m.end() == len(window):
+        undecided = len(window) < OPENER_WINDOW and (m is not None or "\n" not in window)
+        return None if undecided else -1
+    return m.end() if m.group(1).lower() in XML_FENCE_LANGS and window[m.end()] == "<" else -1
 
 
 def fence_start(window: str) -> int | None:
@@ -65,6 +86,9 @@ class Group:
     kind: str  # the syntax, reported as the repair ``foreign_<kind>``
     opener: str = ""
     closer: str | None = None
+    alt: str | None = None  # another closer that ends the block as ``closer`` does (LM Studio's two)
+    outer: str | None = None  # what ends the block after ``closer``: a fence around a tag, a tag around a fence
+    prefix: str = ""  # markup before the opener (an xml fence line), text with it when the block is none
     fenced: bool = False
     wrapped: bool = False  # an unmistakable wrapper: a broken call in it is Malformed, not text
     name: str | None = None  # the tool name an args-only value is for (Mistral, <function=NAME>)

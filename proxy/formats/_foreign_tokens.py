@@ -35,6 +35,7 @@ class TokenStyle:
     call_end: str
     section_end: str
     separator: str  # between the name and the arguments
+    trailer: str | None = None  # a token the model may write right after the section (markup too)
 
 
 DEEPSEEK = TokenStyle(
@@ -43,6 +44,7 @@ DEEPSEEK = TokenStyle(
     "<\uff5ctool\u2581call\u2581end\uff5c>",
     "<\uff5ctool\u2581calls\u2581end\uff5c>",
     "<\uff5ctool\u2581sep\uff5c>",
+    "<\uff5cend\u2581of\u2581sentence\uff5c>",
 )
 KIMI = TokenStyle(
     "kimi", "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|tool_call_argument_begin|>"

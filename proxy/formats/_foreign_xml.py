@@ -9,7 +9,8 @@ Two styles, decoded by the pure block decoders of their own formats::
     </parameter>
     </function>
     </tool_call>
-      qwen3_xml (wrapper optional)       morph_xml (an offered tool's exact name as the tag)
+      qwen3_xml (wrapper optional)       morph_xml (an offered tool's exact name as the tag; arguments
+                                       also as quoted attributes: <search_docs query="x" limit="5"/>)
 
 Pure functions over a text and a position; ``lenient.ForeignCalls`` owns the cursor, the hold-back and
 the events. A head is decided from a bounded prefix: a ``<parameter=`` (or ``</function>``) after
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
+from ._foreign_open import HOLD_CAP
 from ._morph_block import decode_morph_block
 from ._qwen3_block import decode_qwen3_block
 from .base import ToolSpec
+from .morph_xml import attributes
 
 FUNCTION = "<function="
 FUNCTION_END = "</function>"
@@ -32,6 +35,7 @@ PARAM = "<parameter="
 TOOL_CALL_END = "</tool_call>"
 QWEN3_ENDS = (FUNCTION_END, TOOL_CALL_END)
 _TOOL_TAG = re.compile(r"<([A-Za-z_][\w.:-]{0,99})[ \t]*(/?)>")
+_ATTR_TAG = re.compile(r"<([A-Za-z_][\w.:-]{0,99})[ \t\r\n]")  # an element's name, then its attributes
 
 
 def partial(s: str, k: int, markers: Sequence[str]) -> bool:
@@ -53,6 +57,31 @@ def morph_tag(s: str, p: int, tools: Mapping[str, ToolSpec]) -> tuple[str, int, 
     if m is None or m.group(1) not in tools:
         return None
     return m.group(1), m.end(), bool(m.group(2))
+
+
+def morph_attr_tag(s: str, p: int, tools: Mapping[str, ToolSpec]) -> tuple[str, int, bool] | Literal[False] | None:
+    """``<NAME k="v" ...>`` / ``<NAME k="v"/>`` at ``p`` naming an offered tool: the name, the tag's end,
+    self-closing; False: no such tag; None: undecided (the tag's ``>`` not read yet, at most ``HOLD_CAP``)."""
+    m = _ATTR_TAG.match(s, p)
+    if m is None or m.group(1) not in tools:
+        return False
+    gt = s.find(">", m.end(), p + HOLD_CAP)
+    if gt < 0:
+        return None if len(s) - p < HOLD_CAP else False
+    found = attributes(s[m.end() - 1 : gt + 1])
+    return False if found is None else (m.group(1), gt + 1, found[1])
+
+
+def _as_children(block: str) -> str:
+    """A morph block whose opening tag has attributes, the attributes written as its first children."""
+    m = _ATTR_TAG.match(block)
+    gt = block.find(">")
+    found = attributes(block[m.end() - 1 : gt + 1]) if m is not None and gt > 0 else None
+    if m is None or found is None:
+        return block
+    name = m.group(1)
+    children = "".join(f"<{key}>{value}</{key}>" for key, value in found[0].items())
+    return f"<{name}>{children}" + (f"</{name}>" if found[1] else block[gt + 1 :])
 
 
 def morph_partial(s: str, p: int, tools: Mapping[str, ToolSpec]) -> bool:
@@ -80,5 +109,8 @@ def morph_body(s: str, k: int, name: str) -> bool | None:
 
 def decode(kind: str, block: str, tools: Sequence[ToolSpec]) -> list[tuple[str, Any]] | None:
     """The calls in a complete (or cut) block of ``kind``; None when it holds none."""
-    calls = decode_qwen3_block(block, tools) if kind == "qwen3_xml" else decode_morph_block(block, tools)
+    if kind == "qwen3_xml":
+        calls = decode_qwen3_block(block, tools)
+    else:
+        calls = decode_morph_block(_as_children(block), tools)
     return None if calls is None else [(name, args) for name, args in calls]

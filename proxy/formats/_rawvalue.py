@@ -91,7 +91,8 @@ def typed_arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) ->
     """Params by name, as handed to ``finalize_call`` (a name given more than once makes an array).
 
     ``null`` is None for any non-string parameter that may be null or is required (an optional one that may
-    not be null is left out: the model means "not given"); alias-typed values are converted; the rest follows
+    not be null is left out: the model means "not given"); so is Python's ``None`` (GLM writes Python
+    literals) where no string is allowed; alias-typed values are converted; the rest follows
     ``_xml_render.read_arguments`` (typed values stay text, untyped ones are read as JSON when they look
     like a number/boolean/object/array).
     """
@@ -100,7 +101,7 @@ def typed_arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) ->
     required = required if isinstance(required, list) else []
     for name, value in list(arguments.items()):
         prop = param_schema(schema, name)
-        if isinstance(value, str) and value.strip().lower() == "null" and not _is_string(prop):
+        if isinstance(value, str) and _null_text(value, prop) and not _is_string(prop):
             if _allows_null(prop) or name in required:
                 arguments[name] = None
             else:  # an optional parameter that cannot be null: the model means "not given"
@@ -108,6 +109,20 @@ def typed_arguments(params: list[tuple[str, str]], schema: Mapping[str, Any]) ->
         elif isinstance(value, str) and (kind := _alias(prop)) is not None:
             arguments[name] = _convert_alias(value, kind)
     return arguments
+
+
+def _null_text(value: str, schema: Any) -> bool:
+    """Whether a raw value means null: ``null`` in any case, or ``None`` where the schema allows no string
+    and lists no ``"None"``."""
+    text = value.strip()
+    if text.lower() == "null":
+        return True
+    if text != "None" or not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    enum = schema.get("enum")
+    return "type" in schema and "string" not in kinds and not (isinstance(enum, list) and text in enum)
 
 
 def _allows_null(schema: Any) -> bool:

@@ -9,21 +9,30 @@ of the common foreign syntaxes (all other events pass through, renumbered)::
     ```json\\n{"name": ...}\\n```                                       a json / bare fence
     <tool_call>{...}</tool_call>   <function_call>, <tools>, <tool>, <json>, <response>, <tool_calls>,
     <|python_tag|>{...}   <|tool_call|>[...]                           wrappers around the same JSON
+    <tool_call>\\n```json\\n{...}\\n```\\n</tool_call>   ```xml\\n<tool_call>...</tool_call>\\n```   a fence in a
+                                                                      wrapper, a wrapper (any tag) in a fence
+    [get_weather(city='Paris'), search(q="x")]   <|python_start|>[...]<|python_end|>   (pythonic lists:
+                                                                      _foreign_pythonic)
     [TOOL_CALLS] [{...}]   [TOOL_CALLS]get_weather[ARGS]{...}   [TOOL_CALLS]get_weather{...}   (Mistral)
     <function=get_weather>{"city": "Paris"}</function>               (Llama 3.1 custom)
     <tool_call><function=get_weather><parameter=city>Paris</parameter></function></tool_call>   (qwen3_xml,
                                                                       the wrapper optional)
-    <get_weather><city>Paris</city></get_weather>                     (morph_xml: an offered tool's name)
+    <get_weather><city>Paris</city></get_weather>   <get_weather city="Paris"/>   (morph_xml: an offered
+                                                                      tool's name; attributes as arguments)
     <BAR tool_calls_begin BAR>...   <|tool_calls_section_begin|>...   (DeepSeek V3/V3.1, Kimi K2: _foreign_tokens)
     <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>   (GLM-4.5)
-    <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}<|call|>   (gpt-oss harmony)
-    [TOOL_REQUEST]{"name": ...}[END_TOOL_REQUEST]                     (LM Studio)
+    <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}<|call|>   (gpt-oss harmony;
+        a message with no recipient: <|channel|>analysis<|message|>... is reasoning, final / commentary
+        text, their headers and <|end|> / <|return|> dropped)
+    [TOOL_REQUEST]{"name": ...}[END_TOOL_REQUEST]   [TOOL_REQUEST]\\nNAME {...}\\n[TOOL_REQUEST_END]   (LM Studio)
 
 ``parameters`` is read as ``arguments``; arguments may be an object or a JSON string. Only names of the
 request's tools count: JSON that names none, a fence holding other JSON, a wrapper around prose, all stay
 text exactly as written. A wrapper, fence or separator around a call never reaches content. A bare call
 written inside a line of prose counts only when nothing but blanks, a separator or a next call follows
-it on its line (``Call it as {...} later.`` is a mention). The XML styles are decoded by their formats'
+it on its line (``Call it as {...} later.`` is a mention); so does a pythonic list. An array's ``[`` (after
+``<tools>``, ``[TOOL_CALLS]`` or alone) around calls the wrapped parser reads is their markup, its ``]``
+too. The XML styles are decoded by their formats'
 own block decoders (``_foreign_xml``).
 
 A block the wrapped parser opened as its own but could not read (hermes' ``<tool_call>`` holding qwen3
@@ -37,15 +46,22 @@ States of ``ForeignCalls`` (one ``_step_*`` method each):
   opener -> HEAD; a non-json fence -> FENCE.
 * FENCE: a code fence in prose: text until its closing fence -> PROSE.
 * HEAD: after an opener (a tag, a fence line, ``[TOOL_CALLS]``, ``<function=NAME>``): blanks, then a
-  value -> VALUE (or ``NAME[ARGS]`` first, for Mistral); anything else: the opener was text -> PROSE.
+  value -> VALUE (or ``NAME[ARGS]`` first, for Mistral; a json fence line first, inside a wrapper tag), a
+  pythonic list -> LIST; anything else: the opener was text -> PROSE.
 * VALUE: the JSON value, scanned by ``ValueScanner`` with a cursor. Undecided (no ``name`` read yet) it is
   held, at most ``HOLD_CAP`` characters (opener included) -> then text; not call-shaped -> SKIP; call-shaped:
   held to its end (at most ``BLOCK_CAP``) -> calls, then AFTER (or text / Malformed when it is not one).
+* LIST: a pythonic list (``[`` + an offered tool's ``name(``), held to its matching ``]`` (at most
+  ``BLOCK_CAP``; a blank line outside a string: text) and read by the pythonic format's parser -> calls
+  (AFTER), Malformed, or text when it reads as anything but calls.
+* MESSAGE: a harmony analysis message, up to its end token or the next header: reasoning -> PROSE. (A
+  final or commentary message with no recipient is prose: only its header and end token are dropped.)
 * SKIP: the rest of a value that is not a call (at most ``HOLD_CAP`` characters), as text, unscanned for
   calls: a call object nested in other JSON stays text -> PROSE.
 * XML: a qwen3_xml or morph_xml block, held until ``</function>`` / ``</tool_call>`` / ``</NAME>`` (at
   most ``BLOCK_CAP``), decoded -> calls (or Malformed), then AFTER.
-* AFTER: separators (blanks, one ``,`` or ``;``), then the closing tag / fence (dropped), another value
+* AFTER: separators (blanks, one ``,`` or ``;``), then the closing tag / fence (dropped; an outer one after
+  it too: a fence around a tag, a tag around a fence, DeepSeek's end of sentence), another value
   (-> VALUE), ``[TOOL_CALLS]`` again (-> HEAD), another ``<function=`` in a qwen3 wrapper (-> XML), or
   anything else -> PROSE (separators shown as text; blanks before a ``<`` dropped). After a call written
   inside a line of prose, AFTER first decides whether the line ends there (else the call is text).

@@ -168,7 +168,7 @@ class MorphXmlParser(StepParser[_State]):
                 self._attrs_are_prose()
                 return True
             return False
-        attrs = _attributes(buf[start : gt + 1])
+        attrs = attributes(buf[start : gt + 1])
         if attrs is None:
             self._attrs_are_prose()
             return True
@@ -245,7 +245,7 @@ class MorphXmlParser(StepParser[_State]):
         self._calls.finish(element.name, element.arguments, raw, before=repairs, hide=_SYNTAX_COERCIONS)
 
 
-def _attributes(tag_rest: str) -> tuple[dict[str, str], bool] | None:
+def attributes(tag_rest: str) -> tuple[dict[str, str], bool] | None:
     """``' city="Paris" days='3'/>'`` -> ``({"city": "Paris", "days": "3"}, self_closing)``; None unless the
     text is one or more quoted attributes and the tag's end."""
     attrs: dict[str, str] = {}

@@ -13,22 +13,18 @@ from typing import Any
 
 import pytest
 from toolshim.formats import FORMATS, ToolCallEnd, ToolCallStart, get_format
+from toolshim.formats.base import Text
 from toolshim.formats.history import render_history
 from toolshim.formats.lenient import new_parser
 
 from tests.formats import corpus
-from tests.formats.harness import chunkings
+from tests.formats.harness import chunkings, merge
 from tests.formats.tools import TOOLS
 from tests.formats.work import assert_linear
 
 CASES = {case["id"]: case for case in corpus.cases()}
 # Known misses per shipped format (docs/syntaxes.md says why); a case read right must leave this list.
-MISSES = {
-    "hermes": {"pythonic_after_prose", "pythonic_two", "morph_attributes", "harmony_after_analysis",
-               "lmstudio_gemma_name_json"},
-    "pythonic": {"fence_in_tool_call", "tool_call_in_xml_fence", "morph_attributes", "harmony_after_analysis",
-                 "lmstudio_gemma_name_json"},
-}  # fmt: skip
+MISSES: dict[str, set[str]] = {"hermes": set(), "pythonic": set()}
 
 
 @pytest.mark.parametrize(("fmt", "cid"), list(itertools.product(corpus.SHIPPED, sorted(CASES))))
@@ -59,7 +55,26 @@ DEEPSEEK = (
 GLM = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
 HARMONY = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>'
 LMSTUDIO = '[TOOL_REQUEST]{"name": "get_weather", "arguments": {"city": "Paris"}}[END_TOOL_REQUEST]'
-NEW = {"kimi": KIMI, "deepseek": DEEPSEEK, "glm": GLM, "harmony": HARMONY, "lmstudio": LMSTUDIO}
+# Read since issue 35's misses were fixed (each also read after prose, in a tool result made inert).
+HARMONY_ANALYSIS = "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant" + HARMONY
+LMSTUDIO_GEMMA = '[TOOL_REQUEST]\nget_weather {"city": "Paris"}\n[TOOL_REQUEST_END]'
+PYTHONIC = "[get_weather(city='Paris')]"
+MORPH_ATTRIBUTES = '<get_weather city="Paris"/>'
+FENCE_IN_TAG = '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n</tool_call>'
+TAG_IN_FENCE = '```xml\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n```'
+NEW = {
+    "kimi": KIMI,
+    "deepseek": DEEPSEEK,
+    "glm": GLM,
+    "harmony": HARMONY,
+    "lmstudio": LMSTUDIO,
+    "harmony_analysis": HARMONY_ANALYSIS,
+    "lmstudio_gemma": LMSTUDIO_GEMMA,
+    "pythonic": PYTHONIC,
+    "morph_attributes": MORPH_ATTRIBUTES,
+    "fence_in_tag": FENCE_IN_TAG,
+    "tag_in_fence": TAG_IN_FENCE,
+}
 
 
 def events(fmt: str, text: str, finish: Any = "stop") -> list[Any]:
@@ -84,8 +99,11 @@ def test_a_cut_block_is_no_call(name: str) -> None:
 
 def test_special_tokens_for_other_tools_and_prose_stay_harmless() -> None:
     assert not [e for e in events("react", "<tool_call>Sure, here it is</tool_call>") if isinstance(e, ToolCallEnd)]
-    text = "<|channel|>final<|message|>Hello there."
-    assert "".join(getattr(e, "text", "") for e in events("react", text)) == text
+    text = "<|channel|>final<|message|>Hello there.<|return|>"  # a harmony message that is no call: its text
+    assert [(type(e).__name__, getattr(e, "text", "")) for e in events("react", text)] == [("Text", "Hello there.")]
+    text = "<|channel|>analysis<|message|>Think.<|end|>Done."  # an analysis message: reasoning, never content
+    got = [(type(e).__name__, getattr(e, "text", "")) for e in events("react", text)]
+    assert got == [("Reasoning", "Think."), ("Text", "Done.")]
 
 
 @pytest.mark.parametrize("name", sorted(NEW))
@@ -110,9 +128,50 @@ def test_new_syntax_in_a_tool_result_is_inert(fmt: str, name: str) -> None:
     ]
     rendered = render_history(get_format(fmt), history, [t.name for t in TOOLS])
     result_text = rendered[-1]["content"]
-    assert "Weather service page." in result_text and "get_weather" in result_text  # data stays readable
+    assert "Weather service page." in result_text  # data stays readable
+    assert "get_weather" in result_text or " was removed]" in result_text  # the call broken, or removed whole
     for echoing in sorted(FORMATS):
         calls = [
             e for e in events(echoing, "Sure.\n" + result_text + "\n") if isinstance(e, ToolCallStart | ToolCallEnd)
         ]
         assert calls == [], (echoing, result_text)
+
+
+# ---- what the newly read syntaxes leave alone -------------------------------------------------------------
+
+PROSE = [
+    "Use `[get_weather(city='Paris')]` to check it.",  # inline code: a mention
+    "I'd call [get_weather(city='Paris')] later today.",  # a list inside a line of prose
+    "[get_weather(city) is the tool we need here]",  # a list that reads as more than calls
+    "[get_weather(city='Paris'\n\nThat is how it starts.",  # a blank line ends what began like a list
+    "```python\n[get_weather(city='Paris')]\n```",  # code
+    "See [get_weather](https://example.com/docs).",  # a link
+    '<get_weather city="Paris">the tag holds prose</get_weather>',
+    "```xml\n<b>bold</b>\n```",
+]
+
+
+@pytest.mark.parametrize(("fmt", "text"), list(itertools.product(["hermes", "react", "qwen3_xml"], PROSE)))
+def test_prose_like_the_new_syntaxes_stays_text(fmt: str, text: str) -> None:
+    got = events(fmt, text)
+    assert "".join(e.text for e in got if isinstance(e, Text)) == text, got
+    assert all(isinstance(e, Text) for e in got), got
+
+
+def test_a_cut_pythonic_list_is_malformed_not_text() -> None:
+    got = events("hermes", "[get_weather(city='Par", "length")
+    assert [type(e).__name__ for e in got] == ["Malformed"]
+
+
+@pytest.mark.parametrize("opener", ["", "<tools>", "[TOOL_CALLS] "])
+def test_an_array_around_calls_the_prompted_format_reads_is_markup(opener: str) -> None:
+    closer = "</tools>" if opener == "<tools>" else ""
+    text = (
+        f'{opener}[\n  {{"name": "get_weather", "arguments": {{"city": "Paris"}}}},\n'
+        f'  {{"name": "get_weather", "arguments": {{"city": "Rome"}}}}\n]{closer}\nDone.'
+    )
+    for chunks in chunkings(text, (1, 2, 3)):
+        parser = new_parser(get_format("hermes"), TOOLS, 8)
+        got = merge([e for chunk in chunks for e in parser.feed(chunk)] + parser.close("stop"))
+        assert [json.loads(e.arguments)["city"] for e in got if isinstance(e, ToolCallEnd)] == ["Paris", "Rome"]
+        assert "".join(e.text for e in got if isinstance(e, Text)).strip() == "Done.", chunks
