@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on the path, not the repo root
     sys.path.insert(0, str(ROOT))
 
+from bench.charts import bar_chart  # noqa: E402
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
 from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
 from bench.loop_tasks import HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, Call, Task, Toolbox  # noqa: E402
@@ -549,6 +550,23 @@ def tables(records: Sequence[LoopRecord], frameworks: Sequence[str], tasks: Sequ
     return "\n".join(lines)
 
 
+def write_chart(svg: Path, results: Path) -> None:
+    """The share of correct loops per framework, and over all, of a results file, as an SVG bar chart."""
+    data = json.loads(results.read_text(encoding="utf-8"))
+    records = data["loops"]
+    frameworks = list(dict.fromkeys(r["framework"] for r in records))
+    rows = []
+    for fw in [*frameworks, "all"]:
+        mine = [r for r in records if fw in ("all", r["framework"])]
+        rows.append((fw, sum(bool(r["correct"]) for r in mine) / len(mine)))
+    meta = data.get("meta", {})
+    tasks = len(dict.fromkeys(r["task"] for r in records))
+    title = f"Agent loops ending in a correct answer ({len(records)} loops, {tasks} tasks)"
+    note = f"{meta.get('label', '')} {meta.get('date', '')}, commit {meta.get('commit', '?')}".strip()
+    svg.parent.mkdir(parents=True, exist_ok=True)
+    svg.write_text(bar_chart(title, rows, note), encoding="utf-8")
+
+
 # ---- the stack ---------------------------------------------------------------------------------
 
 
@@ -633,6 +651,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--resume", action="store_true", help="keep the loops --json already holds (same options!), run the rest"
     )
     parser.add_argument("--rejudge", type=Path, help="judge a results file again with the current checks, and stop")
+    parser.add_argument("--svg", type=Path, help="also draw the share of correct loops per framework (SVG)")
     args = parser.parse_args(argv)
     args.tasks = args.tasks.replace("held_out", ",".join(t.name for t in HELD_OUT))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
@@ -724,9 +743,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rejudge:
         print(rejudge(args.rejudge))
+        if args.svg:
+            write_chart(args.svg, args.rejudge)
         return 0
     try:
-        return asyncio.run(main_async(args))
+        status = asyncio.run(main_async(args))
+        if args.svg and status == 0:
+            write_chart(args.svg, args.json)
+        return status
     except LocalModelError as exc:
         print(f"[error] {exc}", file=sys.stderr)
         return 2

@@ -349,3 +349,16 @@ async def test_resumed_runs_skip_the_loops_done() -> None:
     bench = SimpleNamespace()  # no loop is left to run, so nothing of the stack is touched
     records = await run_all(bench, ["openai", "langgraph"], [TASKS_BY_NAME["no_tool"]], 1, quiet=True, done=done)  # type: ignore[arg-type]
     assert records == done
+
+
+def test_the_chart_is_an_svg_with_one_bar_per_row() -> None:
+    import xml.etree.ElementTree as ET
+
+    from bench.charts import bar_chart
+
+    svg = ET.fromstring(bar_chart("Loops <correct>", [("openai", 0.5), ("all", 1.2)], note="a & b"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in svg.iter(f"{ns}rect") if r.get("fill") == "#3b7dd8"]
+    assert [float(b.get("width", "0")) for b in bars] == [180.0, 360.0]  # shares are clipped to 100%
+    texts = [t.text for t in svg.iter(f"{ns}text")]
+    assert "Loops <correct>" in texts and "50%" in texts and "100%" in texts and "a & b" in texts
