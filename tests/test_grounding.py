@@ -14,7 +14,7 @@ import pytest
 from toolshim.chat.grounding import Grounds, uncovered_mentions
 from toolshim.formats import ToolSpec
 
-from tests.fakes import Reply, text_stream
+from tests.fakes import Reply, last_message, text_stream
 from tests.formats.tools import OPENAI_TOOLS
 from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces
 from tests.test_observability import scrape, value
@@ -263,3 +263,21 @@ async def test_the_re_ask_is_counted_as_ground(start_proxy, fake_upstream) -> No
     fake_upstream.script(Reply(pieces=text_stream([invented])), Reply(pieces=text_stream(["It is 39 F."])))
     await ask(proxy, False, messages=OSLO_F, tools=TOOLS)
     assert value(await scrape(proxy), "toolshim_reasks_total", model="*", reason="ground") == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_echo_of_the_uncovered_note_never_reaches_the_client(start_proxy, fake_upstream, stream: bool) -> None:
+    """A model that repeats the last message it was told: the folded results and toolshim's note about what
+    they do not cover are toolshim's text, filtered like the rest."""
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    fake_upstream.script(Reply(respond=last_message))
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    messages = [
+        {"role": "user", "content": "What's the weather in Paris and in Tokyo?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"city": "Paris", "celsius": 18}'},
+    ]
+    result = await ask(proxy, stream, messages=messages, tools=TOOLS)
+    content = result["choices"][0]["message"]["content"] or ""
+    assert "do not cover yet" not in content and "If these results" not in content, content
+    assert "Tool results so far" not in content and content.strip(), content
