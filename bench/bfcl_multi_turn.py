@@ -59,6 +59,7 @@ class Run:
     mode: str
     id: str
     steps: list[list[list[str]]] = field(default_factory=list)  # per turn, per step, the calls as BFCL writes them
+    said: list[list[str]] = field(default_factory=list)  # per turn, per step, the answer's text
     valid: bool = False
     error: str = ""
     requests: int = 0
@@ -165,6 +166,7 @@ def run_question(multi: MultiTurn, ask: Asker, entry: dict[str, Any]) -> Run:
     for turn in entry["question"]:
         messages += copy.deepcopy(turn)
         turn_steps: list[list[str]] = []
+        turn_said: list[str] = []
         for _ in range(MAX_STEPS + 1):
             try:
                 message = ask(messages, tools)
@@ -177,6 +179,7 @@ def run_question(multi: MultiTurn, ask: Asker, entry: dict[str, Any]) -> Run:
             except Exception:  # BFCL ends the turn on an undecodable answer
                 calls = []
             turn_steps.append(calls)
+            turn_said.append(str(message.content or ""))
             said, ids = assistant_turn(message, calls)
             messages.append(said)
             if not calls:
@@ -186,6 +189,7 @@ def run_question(multi: MultiTurn, ask: Asker, entry: dict[str, Any]) -> Run:
         else:
             run.forced_quit = True
         run.steps.append(turn_steps)
+        run.said.append(turn_said)
         if run.forced_quit or run.error:
             break
     run.seconds = round(time.monotonic() - began, 1)
