@@ -204,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated of %(default)s")
     parser.add_argument("--sample", type=int, default=10, help="questions (0: all 200); default 10")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ids", default="", help="comma-separated question ids instead of a sample")
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--rules", type=Path, default=ROOT / "demo" / "rules.json5")
     parser.add_argument("--rule-model", default=None, help="the rule of --rules to use (default: its first exact one)")
@@ -234,7 +235,10 @@ def table(runs: Sequence[Run], heading: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     multi = MultiTurn(Bfcl())
-    entries = multi.entries(args.sample, args.seed)
+    entries = multi.entries(0 if args.ids else args.sample, args.seed)
+    if args.ids:
+        wanted = args.ids.split(",")
+        entries = sorted((e for e in entries if e["id"] in wanted), key=lambda e: wanted.index(e["id"]))
     runs: list[Run] = []
     with local_stack.services_stopped_on_exit() as started, args.out.open("w", encoding="utf-8") as out:
         if args.server:
