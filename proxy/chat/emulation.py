@@ -189,7 +189,7 @@ class Emulator:
         → the weather in Paris) asks for a plain answer instead: the question needs no tool."""
         self._ground_asked = True
         names = frozenset(event.name for event, _ in attempt.ungrounded)
-        if self.plan.tools and {tool.name for tool in self.plan.tools} <= self.plan.off_topic:
+        if self.plan.off_topic:
             self.builder.trust_arguments()
             self._answer_plainly()
         elif self.plan.narrowed is not None:

@@ -29,7 +29,7 @@ from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
 from .grounding import Grounds, uncovered_mentions
 from .repeats import call_key, loop_calls, repeat_keys
-from .toolrank import first_user_text, last_user_text, listing_order, unrelated_tools
+from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool
 from .turn import ChatTurn
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")  # a tag of a result wrapper (``<result>``)
@@ -70,7 +70,7 @@ class EmulationPlan:
     wrapper_tags: tuple[str, ...] = ()  # the tags of the result wrappers rendered: never shown to the client
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
     grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
-    off_topic: frozenset[str] = frozenset()  # tools the latest user message shares no word with
+    off_topic: bool = False  # the latest user message shares no word with any tool offered (grounded plans only)
     # the same request with some tools not offered (a call that made up its values: the model is asked again)
     narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
 
@@ -221,7 +221,7 @@ def build_plan(
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
         grounds=Grounds.of_messages(turn.messages) if grounded else None,
-        off_topic=unrelated_tools(offered, last_user_text(turn.messages)) if grounded else frozenset(),
+        off_topic=grounded and relates_to_no_tool(offered, last_user_text(turn.messages)),
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
     )
 

@@ -224,9 +224,8 @@ def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return content_text(last.get("content")) if last is not None else ""
 
 
-def unrelated_tools(tools: Sequence[ToolSpec], request: str) -> frozenset[str]:
-    """The names of the tools ``request`` shares no word with (none when it has no comparable word)."""
+def relates_to_no_tool(tools: Sequence[ToolSpec], request: str) -> bool:
+    """``request`` shares no word with any of ``tools`` (false when there are none, or it has no comparable
+    word: no judgement)."""
     related = related_tools(tools, request)
-    if related is None:
-        return frozenset()
-    return frozenset(tool.name for tool, near in zip(tools, related, strict=True) if not near)
+    return bool(tools) and related is not None and not any(related)
