@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from toolshim.chat.builder import NO_ANSWER_CALL
-from toolshim.chat.usage import estimate_tokens, prompt_text
+from toolshim.chat.usage import MAX_COUNTED_CHARS, estimate_tokens, prompt_text
 from toolshim.formats import FORMATS, get_format
 from toolshim.formats.base import ToolChoice
 
@@ -123,6 +123,18 @@ async def test_tokenizer_none_in_the_rules_estimates(start_proxy, fake_upstream)
     fake_upstream.script(Reply(pieces=text_stream(pieces(MODEL_TEXT))))
     _, headers = await ask_raw(proxy)
     assert headers["x-toolshim-usage"] == "estimate" and fake_upstream.tokenize_calls == []
+
+
+async def test_an_answer_too_long_to_tokenize_is_estimated(start_proxy, fake_upstream) -> None:
+    """Tokenizing megabytes upstream costs more than the count tells: past ``MAX_COUNTED_CHARS`` the
+    answer's usage is estimated and the tokenizer is not asked."""
+    proxy = await start_proxy(models=emulated("hermes"))
+    fake_upstream.tokenizer = "llama.cpp"
+    long_text = "word " * (MAX_COUNTED_CHARS // 5 + 1)
+    fake_upstream.script(Reply(pieces=text_stream(pieces(long_text, 100_000))))
+    result, headers = await ask_raw(proxy)
+    assert headers["x-toolshim-usage"] == "estimate" and fake_upstream.tokenize_calls == []
+    assert result["usage"]["completion_tokens"] == estimate_tokens(long_text)
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

@@ -101,3 +101,22 @@ async def test_a_client_that_reads_slowly_but_steadily_is_not_dropped(
     finally:
         sock.close()
     assert b"[DONE]" in received and drops(proxy) == 0
+
+
+@pytest.mark.parametrize("tool_mode", ["native", "hermes"])
+async def test_a_client_that_does_not_read_a_whole_answer_is_dropped(
+    start_proxy: Any, fake_upstream: FakeUpstream, tool_mode: str
+) -> None:
+    """A non-streamed answer larger than the socket buffers: the write is bounded as a stream's is,
+    so the handler task and the body are released instead of waiting for the client for ever."""
+    content = "y" * 24_000_000
+    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    fake_upstream.script(Reply(body={"id": "c", "object": "chat.completion", "model": "m", **answer}))
+    models = [{"match": "*", "upstream": "up", "tool_mode": tool_mode}]
+    proxy = await start_proxy(models=models, send_timeout=SEND_TIMEOUT)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    sock = await asyncio.to_thread(silent_client, proxy, "/v1/chat/completions", body)
+    try:
+        await wait_for(lambda: drops(proxy) == 1, 20.0)
+    finally:
+        sock.close()

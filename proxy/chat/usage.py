@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 
 UsageSource = Literal["upstream", "tokenizer", "estimate"]
 CHARS_PER_TOKEN = 4
+MAX_COUNTED_CHARS = 1_000_000  # longer texts are estimated: a tokenizer call would cost more than it tells
 
 
 class TokenCounter(Protocol):
@@ -84,6 +85,8 @@ async def settle_usage(
 
 async def _count(counter: TokenCounter, model: str, texts: list[str]) -> tuple[list[int], UsageSource]:
     """Every text by the tokenizer, or (when any of them cannot be) every text estimated."""
+    if any(len(text) > MAX_COUNTED_CHARS for text in texts):
+        return [estimate_tokens(text) for text in texts], "estimate"
     counted = await asyncio.gather(*(_tokens(counter, text, model) for text in texts))
     if all(count is not None for count in counted):
         return [count or 0 for count in counted], "tokenizer"

@@ -24,6 +24,7 @@ from ..observe.context import RequestInfo, current_request
 from ..observe.logs import request_id_var
 from ..responses.ids import ANONYMOUS_OWNER, owner_of_key
 from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
+from .sending import send_whole
 from .state import INFO_KEY, METRICS, OWNER_KEY, SETTINGS
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         response = web.json_response(view.body, status=view.status, headers=view.headers)
     if not response.prepared:
         response.headers["X-Request-Id"] = rid
+        await send_whole(request, response)  # here, not after the return: a non-reader is bounded too
     _finish(request, info, response.status)
     return response
 

@@ -6,7 +6,9 @@ would keep its in-flight slot, its upstream connection and the model's generatio
 ``send`` bounds each write by ``TOOLSHIM_SEND_TIMEOUT``: past it the connection is dropped (nothing
 more can reach that client), the request is labelled ``send_timeout`` and counted in
 ``toolshim_connection_drops{reason="send_timeout"}``, and ``SendTimeout`` tells the caller to close
-its upstream. It does not bound a whole answer (``max_request_seconds``) or a client's request
+its upstream. ``send_whole`` bounds a whole (non-streamed) answer the same way: aiohttp would write it
+after the handler returned and wait as long as the client does not read, holding the task and the body.
+It does not bound a whole answer's making (``max_request_seconds``) or a client's request
 (``connections``).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import aiohttp
 from aiohttp import web
 
 from .state import METRICS, SETTINGS, request_info
@@ -38,6 +41,23 @@ async def send(request: web.Request, response: web.StreamResponse, data: bytes) 
             raise
         drop_slow_client(request, seconds)
         raise SendTimeout from None
+
+
+async def send_whole(request: web.Request, response: web.StreamResponse) -> None:
+    """Write a not yet started answer (head and body) within the send timeout; past it the connection
+    is dropped as ``send`` drops it. A client that hung up is labelled ``client_closed``."""
+    seconds = request.app[SETTINGS].send_timeout
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            await response.prepare(request)
+            await response.write_eof()
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        drop_slow_client(request, seconds)
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        request_info(request).error_code = "client_closed"
 
 
 def drop_slow_client(request: web.Request, seconds: float) -> None:

@@ -57,6 +57,11 @@ _ERROR_BODY_BYTES = 64 * 1024  # what is read of an upstream error body (its mes
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
 
 
+def _payload(data: bytes) -> bytes | io.BytesIO:
+    """A request body as aiohttp should send it: a large one in pieces, so the loop is not stalled."""
+    return data if len(data) < _LARGE_BODY else io.BytesIO(data)
+
+
 def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> Exception:
     """aiohttp/asyncio failures → our errors. The message names the upstream, not its URL or key.
 
@@ -169,12 +174,11 @@ class OpenAIUpstream:
         """POST the allowlisted fields of ``body``, in the upstream's field dialect, to the chat endpoint."""
         session = await self._session_ready()
         data = dumps(for_upstream(chat_body(body, self._allowed), self.config.dialect))
-        payload: bytes | io.BytesIO = data if len(data) < _LARGE_BODY else io.BytesIO(data)  # large: no loop stall
         wait = _PoolWait()
         try:
             return await session.post(
                 self._base + "/chat/completions",
-                data=payload,
+                data=_payload(data),
                 headers={"Content-Type": "application/json"},
                 trace_request_ctx=wait,
             )
@@ -292,7 +296,7 @@ class OpenAIUpstream:
         try:
             async with session.post(
                 root + path,
-                data=dumps({field: text, "model": model}),
+                data=_payload(dumps({field: text, "model": model})),
                 timeout=_TOKENIZE_TIMEOUT,
                 headers={"Content-Type": "application/json"},
             ) as resp:
@@ -318,7 +322,11 @@ class OpenAIUpstream:
         wait = _PoolWait()
         try:
             resp = await session.request(
-                method, self._base + path, data=body or None, headers=headers, trace_request_ctx=wait
+                method,
+                self._base + path,
+                data=_payload(body) if body else None,
+                headers=headers,
+                trace_request_ctx=wait,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _map_send_error(exc, self.name, wait, self.config.max_connections) from None
