@@ -84,6 +84,7 @@ lint: dev  ## ruff (lint and format) and mypy --strict; fails on any finding
 bench: dev  ## the benchmarks (proxy overhead, parsers, churn; the local model: bench-model)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/parsers.py
+	$(BIN)/python bench/parser_work.py
 	$(BIN)/python bench/churn.py
 
 bench-model: dev llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)

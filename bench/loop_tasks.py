@@ -228,6 +228,58 @@ def convert_length(args: Args) -> dict[str, Any]:
     raise ValueError(f"unsupported conversion {source!r} -> {target!r}")
 
 
+STOCKS = {"aapl": ("Apple", 231.5), "msft": ("Microsoft", 418.2), "nvda": ("NVIDIA", 129.8)}
+
+
+def get_stock_price(args: Args) -> dict[str, Any]:
+    value = _text(args, "symbol", "ticker").casefold()
+    symbol = next((key for key, (name, _) in STOCKS.items() if key in value or name.casefold() in value), None)
+    if symbol is None:
+        raise ValueError(f"unknown symbol {value!r}")
+    return {"symbol": symbol.upper(), "price_usd": STOCKS[symbol][1]}
+
+
+def place_stock_order(args: Args) -> dict[str, Any]:
+    return {"order": "placed", "symbol": _text(args, "symbol").upper(), "shares": _number(args, "shares")}
+
+
+CLOCKS = {"berlin": ("14:05", "CET"), "new york": ("08:05", "EST"), "sydney": ("00:05", "AEDT")}
+
+
+def get_local_time(args: Args) -> dict[str, Any]:
+    city = _find(CLOCKS, _text(args, "city", "location"))
+    return {"city": city.title(), "local_time": CLOCKS[city][0], "timezone": CLOCKS[city][1]}
+
+
+WORDS = {"ephemeral": "lasting for a very short time", "ubiquitous": "present, appearing or found everywhere"}
+
+
+def define_word(args: Args) -> dict[str, Any]:
+    word = _find(WORDS, _text(args, "word", "term"))
+    return {"word": word, "definition": WORDS[word]}
+
+
+DISTANCES = {frozenset(("paris", "berlin")): 878, frozenset(("paris", "madrid")): 1054}
+
+
+def get_distance(args: Args) -> dict[str, Any]:
+    cities = frozenset(_text(args, key).casefold().split(",")[0].strip() for key in ("from_city", "to_city"))
+    return {"kilometers": DISTANCES[cities]}
+
+
+CATALOG = (
+    {"name": "SoundLite Air", "kind": "wireless headphones", "price_usd": 79},
+    {"name": "BassPro Max", "kind": "wireless headphones", "price_usd": 149},
+    {"name": "StudioWire 2", "kind": "wired headphones", "price_usd": 59},
+)
+
+
+def search_products(args: Args) -> dict[str, Any]:
+    words = set(re.findall(r"[a-z]+", _text(args, "query", "q").casefold())) - {"under", "below", "cheap"}
+    found = [item for item in CATALOG if words & set(str(item["kind"]).split())]
+    return {"results": found}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -319,6 +371,42 @@ TOOLS: dict[str, Tool] = {
                 ["value", "from_unit", "to_unit"],
             ),
             convert_length,
+        ),
+        Tool(
+            "get_stock_price",
+            "Get the latest stock price of a company by its ticker symbol.",
+            _obj({"symbol": {"type": "string", "description": "Ticker symbol, e.g. MSFT"}}, ["symbol"]),
+            get_stock_price,
+        ),
+        Tool(
+            "place_stock_order",
+            "Buy shares of a stock. Only when the user asks to buy.",
+            _obj({"symbol": STR, "shares": NUM}, ["symbol", "shares"]),
+            place_stock_order,
+        ),
+        Tool(
+            "get_local_time",
+            "Get the current local time in a city.",
+            _obj({"city": STR}, ["city"]),
+            get_local_time,
+        ),
+        Tool(
+            "define_word",
+            "Look up the definition of an English word.",
+            _obj({"word": STR}, ["word"]),
+            define_word,
+        ),
+        Tool(
+            "get_distance",
+            "Get the driving distance in kilometers between two cities.",
+            _obj({"from_city": STR, "to_city": STR}, ["from_city", "to_city"]),
+            get_distance,
+        ),
+        Tool(
+            "search_products",
+            "Search the shop's catalog; each result has a name, a kind and a price in USD.",
+            _obj({"query": STR}, ["query"]),
+            search_products,
         ),
     )
 }
@@ -558,4 +646,73 @@ HELD_OUT: tuple[Task, ...] = (
         summary="a thank-you: no tool",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT)}
+# Written after every feature above and never run while tuning: new tools, new questions (``--tasks fresh``).
+FRESH: tuple[Task, ...] = (
+    Task(
+        "stock_price",
+        "What's Apple's stock price right now?",
+        ("get_stock_price", "place_stock_order"),
+        (called("get_stock_price"), not_called("place_stock_order"), says_number("231.5", "231.50")),
+        summary="a ticker the model must know (AAPL); buying must not happen",
+    ),
+    Task(
+        "sydney_time",
+        "What time is it in Sydney?",
+        ("get_local_time", "get_weather"),
+        (called("get_local_time", "sydney"), not_called("get_weather"), says_word("00:05", "12:05", "0:05")),
+        summary="a local time (00:05)",
+    ),
+    Task(
+        "define",
+        "What does the word 'ephemeral' mean?",
+        ("define_word", "calculator"),
+        (called("define_word", "ephemeral"), says_word("short")),
+        summary="a definition from a dictionary tool",
+    ),
+    Task(
+        "distance_miles",
+        "How far is it from Paris to Berlin, in miles?",
+        ("get_distance", "convert_length"),
+        (called("get_distance", "paris", "berlin"), says_number("546", "545.6", "545.5", "545")),
+        summary="a distance in km, then in miles (545.6)",
+    ),
+    Task(
+        "unknown_order",
+        "What's the status of my order Z9999?",
+        ("get_order_status", "cancel_order"),
+        (
+            called("get_order_status", "z9999"),
+            not_called("cancel_order"),
+            says_word("not", "unknown", "unable", "couldn"),
+        ),
+        summary="an order the shop does not know: the answer says so",
+    ),
+    Task(
+        "headphones",
+        "Do you sell wireless headphones for under $100?",
+        ("search_products", "place_stock_order"),
+        (called("search_products"), says_word("soundlite")),
+        summary="a catalog search answered with the one product that fits",
+    ),
+    Task(
+        "two_clocks",
+        "What time is it in Berlin and in New York?",
+        ("get_local_time", "get_weather"),
+        (
+            called("get_local_time", "berlin"),
+            called("get_local_time", "new york"),
+            says_word("14:05", "2:05"),
+            says_word("08:05", "8:05"),
+        ),
+        summary="two independent lookups",
+    ),
+    Task(
+        "haiku",
+        "Write a haiku about autumn leaves.",
+        ("get_weather", "define_word"),
+        (no_calls, prose),
+        needs_tool=False,
+        summary="a poem: no tool",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH)}
