@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from toolshim.formats.history import FOLD_ANSWER, FOLD_HEADER, FOLD_NEXT, fold_history
+from toolshim.formats.history import FOLD_ANSWER, FOLD_HEADER, FOLD_NEXT, fold_history, tool_failure
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces
@@ -33,6 +33,42 @@ def loop(*rounds: tuple[list[dict[str, Any]], list[tuple[str, str]]]) -> list[di
 
 WEATHER = call("c1", "get_weather", {"city": "Madrid"})
 CONVERT = call("c2", "convert", {"celsius": 21})
+
+
+@pytest.mark.parametrize(
+    ("result", "told"),
+    [
+        ('{"error": "ValueError: unknown order Z9999"}', "failed: ValueError: unknown order Z9999"),
+        ('{"error": {"message": "not found", "code": 404}}', "failed: not found"),
+        ("Error: ValueError('unknown city')\n Please fix your mistakes.", "failed: Error: ValueError('unknown city')"),
+        ("An error occurred while running the tool. Please try again. Error: boom", "failed: An error occurred"),
+        ("Encountered error: timeout", "failed: Encountered error: timeout"),
+        ("Traceback (most recent call last):\n  File 'x'", "failed: Traceback"),
+    ],
+)
+def test_a_failed_call_is_told_as_a_failure(result: str, told: str) -> None:
+    """Told ``returned: {"error": ...}``, a small model answered with an order status it made up; a
+    failure is told as one, with what went wrong (the ways frameworks word it included)."""
+    out = fold_history(loop(([WEATHER], [("c1", result)])), FOLD_NEXT)
+    assert f'- get_weather({{"city": "Madrid"}}) {told}' in out[1]["content"]
+    assert "returned" not in out[1]["content"]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        '{"error": null, "result": 21}',
+        '{"result": 21, "error": "stale cache"}',
+        '{"errors": []}',
+        "Error rate: 2%",
+        "The error was fixed.",
+        "[1, 2]",
+        "21 C",
+    ],
+)
+def test_a_result_is_not_a_failure(result: str) -> None:
+    assert tool_failure(result) is None
+    assert "returned: " in fold_history(loop(([WEATHER], [("c1", result)])), FOLD_NEXT)[1]["content"]
 
 
 def test_every_round_is_told_in_the_question_s_turn_in_order() -> None:

@@ -14,6 +14,7 @@ the input list and its messages are never mutated; every output message is a new
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -217,11 +218,51 @@ FOLD_ANSWER = "Answer the question from these results."
 FOLD_CALL = "Call the next tool you need."
 
 
-def _fold_prefix(call: ToolCallRecord | None, name: str, tool_names: Collection[str]) -> str:
-    """What comes before a result in its line of facts: ``- get_weather({"city": "Oslo"}) returned: ``."""
+# How tools and frameworks report a failure in a result's text: LangChain's "Error: ...", the Agents
+# SDK's "An error occurred while running the tool...", LlamaIndex's "Encountered error: ...", a traceback.
+_FAILURE_TEXT = re.compile(
+    r"\s*(?:error\s*[:(]|exception\s*:|traceback \(most recent call last\)|an error occurred\b|"
+    r"encountered (?:an )?error\b)",
+    re.IGNORECASE,
+)
+_ERROR_KEYS = ("error", "errors")
+_RESULT_KEYS = ("result", "results", "data")
+
+
+def tool_failure(text: str) -> str | None:
+    """What a failed tool result says went wrong (``None``: it is a result): a JSON object whose
+    ``error`` is set and that carries no result, or text that opens as frameworks word an error."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return _error_of(value)
+    return stripped if _FAILURE_TEXT.match(stripped) else None
+
+
+def _error_of(result: Mapping[str, Any]) -> str | None:
+    keys = {str(key).casefold(): value for key, value in result.items()}
+    error = next((keys[key] for key in _ERROR_KEYS if keys.get(key)), None)
+    if error is None or any(key in keys for key in _RESULT_KEYS):
+        return None
+    if isinstance(error, str):
+        return error
+    if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return json.dumps(error, ensure_ascii=False)
+
+
+def _fold_prefix(call: ToolCallRecord | None, name: str, tool_names: Collection[str], failed: bool = False) -> str:
+    """What comes before a result in its line of facts: ``- get_weather({"city": "Oslo"}) returned: ``,
+    or ``failed: `` before what went wrong (a small model reads ``returned: {"error": ...}`` as a result
+    and answers with a status it invents)."""
+    verb = "failed" if failed else "returned"
     if call is None:
-        return f"- {name} returned: "
-    return f"- {call.name}({defuse(call.arguments, tool_names)}) returned: "
+        return f"- {name} {verb}: "
+    return f"- {call.name}({defuse(call.arguments, tool_names)}) {verb}: "
 
 
 def _answered_call(result: Mapping[str, Any], waiting: list[ToolCallRecord]) -> ToolCallRecord | None:
@@ -292,7 +333,10 @@ def fold_history_endings(
         if role in _RESULT_ROLES:
             call = _answered_call(message, waiting)
             name = call.name if call else str(message.get("name") or _UNKNOWN_TOOL)
-            pending.append((_fold_prefix(call, name, tool_names), content_text(message.get("content"))))
+            text = content_text(message.get("content"))
+            failure = tool_failure(text)
+            prefix = _fold_prefix(call, name, tool_names, failed=failure is not None)
+            pending.append((prefix, text if failure is None else failure))
             continue
         if role == "assistant" and ("tool_calls" in message or "function_call" in message):
             waiting = _call_records(message)
