@@ -281,3 +281,81 @@ async def test_an_echo_of_the_uncovered_note_never_reaches_the_client(start_prox
     content = result["choices"][0]["message"]["content"] or ""
     assert "do not cover yet" not in content and "If these results" not in content, content
     assert "Tool results so far" not in content and content.strip(), content
+
+
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search_products",
+        "description": "Search the shop's catalog.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+}
+BUY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "place_stock_order",
+        "description": "Buy shares of a stock.",
+        "parameters": {
+            "type": "object",
+            "properties": {"symbol": {"type": "string"}, "shares": {"type": "number"}},
+            "required": ["symbol", "shares"],
+        },
+    },
+}
+FOUND = '{"results": [{"name": "SoundLite Air", "price_usd": 79}]}'
+
+
+def after_search(question: str) -> list[dict[str, Any]]:
+    search = {"id": "c1", "type": "function", "function": {"name": "search_products", "arguments": '{"query": "x"}'}}
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [search]},
+        {"role": "tool", "tool_call_id": "c1", "content": FOUND},
+    ]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_follow_up_call_the_question_does_not_ask_for_is_kept_back(
+    start_proxy, fake_upstream, fmt: str, stream: bool
+) -> None:
+    """Searching the catalog answered "Do you sell wireless headphones?"; buying what it found was nobody's
+    request: the model is asked again without that tool, and what it says then is the answer."""
+    proxy = await start_proxy(models=grounded(fmt))
+    buy = call_text(fmt, "place_stock_order", {"symbol": "SoundLite Air", "shares": 1})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(buy))), Reply(pieces=text_stream(["Yes: the SoundLite Air, $79."]))
+    )
+    asked = after_search("Do you sell wireless headphones for under $100?")
+    result = await ask(proxy, stream, messages=asked, tools=[SEARCH_TOOL, BUY_TOOL])
+    message = result["choices"][0]["message"]
+    assert message["content"] == "Yes: the SoundLite Air, $79." and not message.get("tool_calls")
+    assert "place_stock_order" not in offered(fake_upstream.requests[1])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unasked_call_written_again_gets_a_plain_answer(start_proxy, fake_upstream, stream: bool) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    buy = call_text("hermes", "place_stock_order", {"symbol": "SoundLite Air", "shares": 1})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(buy))),
+        Reply(pieces=text_stream(pieces(buy))),
+        Reply(pieces=text_stream(["We have the SoundLite Air."])),
+    )
+    asked = after_search("Do you sell wireless headphones for under $100?")
+    result = await ask(proxy, stream, messages=asked, tools=[SEARCH_TOOL, BUY_TOOL])
+    message = result["choices"][0]["message"]
+    assert message["content"] == "We have the SoundLite Air." and not message.get("tool_calls")
+    assert len(fake_upstream.requests) == 3 and not fake_upstream.requests[2].get("tools")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_follow_up_call_the_question_asks_for_is_taken(start_proxy, fake_upstream, stream: bool) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    buy = call_text("hermes", "place_stock_order", {"symbol": "SoundLite Air", "shares": 1})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(buy))))
+    asked = after_search("Find the SoundLite Air and buy one share of it.")
+    result = await ask(proxy, stream, messages=asked, tools=[SEARCH_TOOL, BUY_TOOL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "place_stock_order" and len(fake_upstream.requests) == 1

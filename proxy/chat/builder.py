@@ -94,6 +94,7 @@ class Attempt:
     repeated: list[str] = field(default_factory=list)  # names of calls kept back: their result is in the history
     # calls kept back for values the conversation does not hold, each with its ["arg=value", ...]
     ungrounded: list[tuple[ToolCallEnd, list[str]]] = field(default_factory=list)
+    unasked: list[str] = field(default_factory=list)  # tools of calls kept back: the question does not ask for them
 
 
 @dataclass(slots=True)
@@ -142,6 +143,7 @@ class ResponseBuilder(Generic[Item]):
         examples: Callable[[], frozenset[str]] = frozenset,
         wrapper_tags: Sequence[str] = (),
         grounds: Grounds | None = None,
+        unasked: frozenset[str] = frozenset(),
     ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
@@ -176,6 +178,7 @@ class ResponseBuilder(Generic[Item]):
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
         self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
+        self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
         if calls_withdrawn:
             self.withdraw_calls()
 
@@ -190,6 +193,7 @@ class ResponseBuilder(Generic[Item]):
     def trust_arguments(self) -> None:
         """The model was asked once about values it made up: what it writes from now on is taken."""
         self._grounds = None
+        self._unasked = frozenset()
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -384,7 +388,7 @@ class ResponseBuilder(Generic[Item]):
             attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
             self._unused_call = True
             return
-        if state is None and self._made_up(event, attempt):
+        if state is None and (self._made_up(event, attempt) or self._unasked_call(event, attempt)):
             return
         self._release_held(out, before_call=True)
         if state is None:
@@ -414,6 +418,17 @@ class ResponseBuilder(Generic[Item]):
         attempt.ungrounded.append((event, missing))
         self._unused_call = True
         log.info("call %s kept back: %s not in the conversation", event.name, ", ".join(missing))
+        return True
+
+    def _unasked_call(self, event: ToolCallEnd, attempt: Attempt) -> bool:
+        """A call, after tool results, of a tool the question shares no word with: a follow-up nobody asked
+        for (buying the product a search found, a calculation on an answer already given), kept back."""
+        if event.name not in self._unasked:
+            return False
+        attempt.unasked.append(event.name)
+        attempt.withheld += 1  # written again once asked about: the re-ask after it is for a plain answer
+        self._unused_call = True
+        log.info("call %s kept back: the question does not ask for it", event.name)
         return True
 
     def _copied_example(self, event: ToolCallEnd) -> bool:

@@ -108,6 +108,7 @@ class Emulator:
             examples=plan.example_calls,
             wrapper_tags=plan.wrapper_tags,
             grounds=plan.grounds,
+            unasked=plan.unasked,
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
@@ -145,8 +146,8 @@ class Emulator:
             spent.append(AttemptUsage(body["messages"], "".join(attempt.raw), attempt.usage))
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
-            if reask is None or self._repeated(attempt, seen):
-                break
+            if reask is None or (not attempt.unasked and self._repeated(attempt, seen)):
+                break  # an unasked call written again is asked for a plain answer: another request, not a repeat
             reason, message = reask
             repairs_left -= reason in ("repair", "empty", "answer")
             if reason == "ground":
@@ -184,18 +185,21 @@ class Emulator:
     def _withhold(self, attempt: Attempt) -> None:
         """The next attempt asks the same question without the tools of the calls whose values were made
         up: the model calls the tool that gives the value (a grounded call is taken), or, with nothing better,
-        its first call stands (``_first_call_stands``: "the weather in the capital of Japan" is Tokyo's). A
-        made-up call when the question shares no word with any tool offered ("What is the capital of France?"
+        its first call stands (``_first_call_stands``: "the weather in the capital of Japan" is Tokyo's). The
+        same for calls after tool results of tools the question does not ask for (``unasked``), but those never
+        stand: what the model says instead answers. A made-up call when the question shares no word with any tool offered ("What is the capital of France?"
         → the weather in Paris) asks for a plain answer instead: the question needs no tool."""
         self._ground_asked = True
-        names = frozenset(event.name for event, _ in attempt.ungrounded)
+        names = frozenset(event.name for event, _ in attempt.ungrounded) | frozenset(attempt.unasked)
         if self.plan.off_topic:
             self.builder.trust_arguments()
             self._answer_plainly()
         elif self.plan.narrowed is not None:
             self._made_up = [event for event, _ in attempt.ungrounded]
             self.plan = self.plan.narrowed(names)
-            self.builder.wants_call = True  # its text is held: it is dropped should the first call stand
+            # its text is held: it is dropped should the first call stand (an unasked call never stands: the
+            # text answers)
+            self.builder.wants_call = bool(self._made_up)
 
     def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
         """After the attempt without the made-up calls' tools: with no grounded call in it, the made-up
@@ -362,7 +366,7 @@ class Emulator:
                 f"You already called {names} with these same arguments, and the result is in the conversation "
                 "above. Do not call it again: answer the user now in plain text, using that result."
             )
-        if attempt.ungrounded and not self._ground_asked:
+        if (attempt.ungrounded or attempt.unasked) and not self._ground_asked:
             return "ground", ""  # see _withhold
         withdrawn = self.builder.calls_withdrawn
         if attempt.malformed and repair_ok and not withdrawn:

@@ -29,7 +29,7 @@ from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
 from .grounding import Grounds, uncovered_mentions
 from .repeats import call_key, loop_calls, repeat_keys
-from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool
+from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")  # a tag of a result wrapper (``<result>``)
@@ -71,6 +71,9 @@ class EmulationPlan:
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
     grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
     off_topic: bool = False  # the latest user message shares no word with any tool offered (grounded plans only)
+    # after tool results, the tools the latest user message shares no word with (grounded plans only): a call of
+    # one is a follow-up nobody asked for (buying the product a search found), asked about once
+    unasked: frozenset[str] = frozenset()
     # the same request with some tools not offered (a call that made up its values: the model is asked again)
     narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
 
@@ -105,6 +108,7 @@ class EmulationPlan:
             instructions="",
             answered=frozenset(),
             grounds=None,
+            unasked=frozenset(),
         )
 
 
@@ -199,6 +203,7 @@ def build_plan(
     wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, FOLD_ANSWER) if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
     grounded = rule.ground_arguments and choice.mode == "auto" and not withheld
+    question = last_user_text(turn.messages) if grounded else ""
     repeats_answered = rule.answer_repeated_calls and choice.mode == "auto" and ends_with_results
     return EmulationPlan(
         fmt,
@@ -221,7 +226,8 @@ def build_plan(
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
         grounds=Grounds.of_messages(turn.messages) if grounded else None,
-        off_topic=grounded and relates_to_no_tool(offered, last_user_text(turn.messages)),
+        off_topic=grounded and relates_to_no_tool(offered, question),
+        unasked=unasked_tools(offered, question) if grounded and ends_with_results else frozenset(),
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
     )
 

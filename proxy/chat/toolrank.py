@@ -229,3 +229,11 @@ def relates_to_no_tool(tools: Sequence[ToolSpec], request: str) -> bool:
     word: no judgement)."""
     related = related_tools(tools, request)
     return bool(tools) and related is not None and not any(related)
+
+
+def unasked_tools(tools: Sequence[ToolSpec], request: str) -> frozenset[str]:
+    """The names of ``tools`` that ``request`` shares no word with (none when it has no comparable word)."""
+    related = related_tools(tools, request)
+    if related is None:
+        return frozenset()
+    return frozenset(tool.name for tool, asked in zip(tools, related, strict=True) if not asked)
