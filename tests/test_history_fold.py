@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from toolshim.formats.history import FOLD_ANSWER, FOLD_HEADER, FOLD_NEXT, fold_history, tool_failure
+from toolshim.formats.history import FOLD_ANSWER, FOLD_FAILED, FOLD_HEADER, FOLD_NEXT, fold_history, tool_failure
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces
@@ -181,3 +181,31 @@ async def test_a_repeated_call_is_answered_without_showing_the_model_its_call(
     assert [m["role"] for m in second["messages"]] == ["system", "user"] and "stop" not in second
     assert second["messages"][0]["content"] == "Be brief."  # the tool instructions withdrawn
     assert second["messages"][1]["content"].endswith(FOLD_ANSWER)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_repeated_failed_call_asks_the_model_to_say_what_went_wrong(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Asked to answer "from these results" after a failed lookup, a small model made up a status; when every
+    latest result failed, the answer is asked to say what went wrong, and the echo of that sentence is toolshim's."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(pieces(f"{FOLD_FAILED}\nI could not get the weather in Madrid."))),
+    )
+    failed = '{"error": "weather service unavailable"}'
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", failed)])))
+    assert result["choices"][0]["message"]["content"].strip() == "I could not get the weather in Madrid."
+    first, second = fake_upstream.requests
+    assert "failed: weather service unavailable" in first["messages"][-1]["content"]
+    assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
+    assert second["messages"][-1]["content"].endswith(FOLD_FAILED)
+
+
+def test_a_partly_failed_round_is_answered_from_its_results() -> None:
+    from toolshim.chat.rewrite import _all_failed
+
+    assert _all_failed(['{"error": "x"}', "Error: y"]) and not _all_failed(['{"error": "x"}', '{"celsius": 21}'])
+    assert not _all_failed([])

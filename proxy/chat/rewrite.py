@@ -18,12 +18,14 @@ from ..formats.defuse import CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD
 from ..formats.history import (
     FOLD_ANSWER,
     FOLD_CALL,
+    FOLD_FAILED,
     FOLD_HEADER,
     FOLD_NEXT,
     content_text,
     fold_history_endings,
     merge_system_prompt,
     render_history,
+    tool_failure,
 )
 from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
@@ -170,11 +172,12 @@ def build_plan(
     prompted = rule.prompted_calls(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
     folded = rule.tool_history == "folded" and turn.has_tool_results
-    fold_next = _fold_instruction(choice, bool(offered))
+    fold_answer = FOLD_FAILED if folded and _all_failed(latest_results(turn.messages)) else FOLD_ANSWER
+    fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
         fold_next = _uncovered_note(uncovered_mentions(turn.messages)) + fold_next
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
-        endings = fold_history_endings(list(turn.messages), (fold_next, FOLD_ANSWER), tool_names)
+        endings = fold_history_endings(list(turn.messages), (fold_next, fold_answer), tool_names)
         history, answer_history = (_upstream_messages(rendered) for rendered in endings)
     else:
         history = answer_history = _upstream_messages(render_history(fmt, list(turn.messages), tool_names))
@@ -200,7 +203,7 @@ def build_plan(
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
     parse_tools = turn.tools if choice.mode == "none" or withheld else tuple(offered)
-    wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, FOLD_ANSWER) if folded else None)
+    wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, fold_answer) if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
     grounded = rule.ground_arguments and choice.mode == "auto" and not withheld
     question = last_user_text(turn.messages) if grounded else ""
@@ -239,11 +242,17 @@ def _upstream_messages(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return compat_messages(merge_adjacent_user_turns(rendered))
 
 
-def _fold_instruction(choice: ToolChoice, offered: bool) -> str:
+def _fold_instruction(choice: ToolChoice, offered: bool, answer: str) -> str:
     """What a folded history asks for after the results: an answer or the next call, as the choice allows."""
     if not offered:
-        return FOLD_ANSWER
+        return answer
     return FOLD_CALL if choice.mode in ("required", "named") else FOLD_NEXT
+
+
+def _all_failed(results: Sequence[str]) -> bool:
+    """Every one of the latest results reports a failure: the answer says what went wrong (asked to answer
+    "from these results", a small model made up the status a failed lookup did not give)."""
+    return bool(results) and all(tool_failure(result) is not None for result in results)
 
 
 def _uncovered_note(mentions: Sequence[str]) -> str:

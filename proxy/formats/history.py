@@ -215,6 +215,7 @@ def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dic
 FOLD_HEADER = "Tool results so far:"
 FOLD_NEXT = "If these results answer the question, answer it now. Otherwise call the next tool you need."
 FOLD_ANSWER = "Answer the question from these results."
+FOLD_FAILED = "These calls failed: tell the user what went wrong."  # the answer sentence when every latest one did
 FOLD_CALL = "Call the next tool you need."
 
 
