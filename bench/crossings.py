@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ class Counts:
     reentries: int = 0
     chunks: int = 0
     modules: set[str] = field(default_factory=set)
+    pairs: Counter[tuple[str, str]] = field(default_factory=Counter)  # (from, to) of every transition
 
     def on_event(self, frame: FrameType, event: str) -> None:
         if event == "call":
@@ -87,7 +89,7 @@ class Counts:
         if caller == module:
             return
         if caller is not None:
-            self.transitions += 1
+            self._transition(caller, module)
         if module in self.modules:
             self.reentries += 1
         self.modules.add(module)
@@ -98,10 +100,16 @@ class Counts:
             return
         back = module_of(frame.f_back)
         if back is not None and back != module:
-            self.transitions += 1
+            self._transition(module, back)
+
+    def _transition(self, source: str, target: str) -> None:
+        self.transitions += 1
+        self.pairs[source, target] += 1
 
     def row(self) -> dict[str, Any]:
-        return {**asdict(self), "modules": len(self.modules)}
+        short = len(PACKAGE) + 1
+        pairs = [f"{a[short:]} -> {b[short:]}: {n}" for (a, b), n in self.pairs.most_common()]
+        return {**asdict(self), "modules": len(self.modules), "pairs": pairs}
 
 
 class Tracing:
@@ -312,6 +320,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", type=Path, action="append", default=[], help="a checkout with DIR/.shim/toolshim")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--pairs", type=int, default=0, help="also list each kind's N most frequent transitions")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # mock_upstream
@@ -323,6 +332,16 @@ def main() -> None:
         print(json.dumps(results["here"] if args.here else results))
     else:
         print_table(results)
+        print_pairs(results, args.pairs)
+
+
+def print_pairs(results: dict[str, dict[str, dict[str, Any]]], top: int) -> None:
+    """Where the transitions are: the most frequent (from, to) module pairs of every kind."""
+    for label, rows in results.items() if top else ():
+        for kind in KINDS:
+            print(f"\n{kind} ({label}): the {top} most frequent transitions")
+            for pair in rows[kind]["pairs"][:top]:
+                print(f"  {pair}")
 
 
 if __name__ == "__main__":
