@@ -46,7 +46,7 @@ from ..observe.context import RequestInfo
 from ..observe.dumps import DumpWriter
 from ..observe.metrics import Metrics
 from ..upstream import Upstream, UpstreamStream, open_stream
-from ..upstream.delta import decode, parse_payload
+from ..upstream.delta import decode_payload
 from ..wire.errors import NoValidToolCall, UpstreamHTTPError
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
@@ -279,14 +279,14 @@ class Emulator:
         parser = set_thinking(self._new_parser(), self.rule.thinking)
         stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:
-            delta = decode(parse_payload(payload))
+            delta = decode_payload(payload)
             attempt.usage = dict(delta.usage) if delta.usage else attempt.usage
             if stops.hit is not None:
                 if delta.content or delta.reasoning:
                     return  # the server ignored ``stop`` and goes on: close the connection so generation stops
                 continue  # only the finish / usage a server that honoured ``stop`` would have sent
             attempt.finish = delta.finish_reason or attempt.finish
-            out = self.builder.reasoning(delta.reasoning)
+            out = self.builder.reasoning(delta.reasoning) if delta.reasoning else []
             if delta.content:
                 attempt.raw.append(delta.content)  # as received (the dump shows what the server ignored)
                 attempt.chunks += 1
@@ -317,7 +317,7 @@ class Emulator:
         return self.builder.feed(parser.feed(text), attempt)
 
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:
-        if self.builder.produced_output:
+        if self.builder.produced_output and self.info.first_token is None:
             self.info.mark_first_token()
         if chunks and self._pending_start:
             chunks, self._pending_start = [*self._pending_start, *chunks], []
