@@ -189,8 +189,7 @@ def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
 
     Native answers are decoded (streamed) or split into chunks (not streamed); the fallbacks
     (``auto``, ``retry_without_tools``) happen before the first chunk, as in ``stream``."""
-    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[dict[str, Any], None]] = _closing
-    return _serve(job, lambda body: _native_chunks(job, body), emulated)
+    return _serve(job, lambda body: _native_chunks(job, body), lambda chunks: chunks)
 
 
 _NOT_PULLED: Any = object()  # the native source's first item has not been read yet
@@ -230,8 +229,12 @@ async def _serve(
                 await source.aclose()
             return
     job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
-    async for item in emulated(job.start_emulator(fmt).chunks()):
-        yield item
+    items = emulated(job.start_emulator(fmt).chunks())
+    try:  # closed however the consumer stops (the upstream with it)
+        async for item in items:
+            yield item
+    finally:
+        await items.aclose()
 
 
 async def _sse(chunks: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
@@ -243,15 +246,6 @@ async def _sse(chunks: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[b
     finally:
         await chunks.aclose()
     yield DONE_BYTES
-
-
-async def _closing(chunks: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    """``chunks`` as they are, closed however the consumer stops (the upstream with them)."""
-    try:
-        async for chunk in chunks:
-            yield chunk
-    finally:
-        await chunks.aclose()
 
 
 async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
