@@ -77,7 +77,8 @@ class _TextIndex:
 @lru_cache(maxsize=64)
 def _index_of(text: str) -> _TextIndex:
     """Index ``text`` once per process: the tool prompt for the same tools is the same text in every
-    request, and indexing it (every word's every prefix) was most of an emulated request's own CPU."""
+    request, and indexing it (every word's every prefix) took more calls than the rest of an emulated
+    request's path (``bench/crossings.py``)."""
     trigrams: set[tuple[str, str, str]] = set()
     vocabulary: set[str] = set()
     segments: set[tuple[str, ...]] = set()
