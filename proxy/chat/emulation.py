@@ -45,9 +45,11 @@ from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
 from ..observe.dumps import DumpWriter
 from ..observe.metrics import Metrics
+from ..observe.redact import REDACTOR
 from ..upstream import Upstream, UpstreamStream, open_stream
 from ..upstream.delta import decode_payload
 from ..wire.errors import NoValidToolCall, UpstreamHTTPError
+from ..wire.sse import DONE_BYTES, encode_json
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
@@ -115,9 +117,24 @@ class Emulator:
             async for chunk in self._attempts():
                 yield chunk
         finally:
-            self.metrics.record_emulation(self.info.model, self.plan.format.name, self.builder.tally)
-            self.info.tool_calls += self.builder.tally.calls
-            self.info.parse_outcome = self.builder.tally.parse_outcome or self.info.parse_outcome
+            self._tally()
+
+    async def sse(self) -> AsyncGenerator[bytes, None]:
+        """The chunks as SSE events (configured secrets masked), then ``[DONE]``. Made here, not by a
+        generator around ``chunks``: every layer between the handler and the upstream is resumed for
+        every chunk."""
+        try:
+            async for chunk in self._attempts():
+                yield REDACTOR.redact_bytes(encode_json(chunk))
+        finally:
+            self._tally()
+        yield DONE_BYTES
+
+    def _tally(self) -> None:
+        """The request's emulation figures, however it ended."""
+        self.metrics.record_emulation(self.info.model, self.plan.format.name, self.builder.tally)
+        self.info.tool_calls += self.builder.tally.calls
+        self.info.parse_outcome = self.builder.tally.parse_outcome or self.info.parse_outcome
 
     async def _attempts(self) -> AsyncGenerator[Chunk, None]:
         extra: list[dict[str, Any]] = []

@@ -22,7 +22,6 @@ from ..formats import get_format
 from ..observe.context import RequestInfo
 from ..observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
 from ..observe.metrics import Metrics
-from ..observe.redact import REDACTOR
 from ..upstream import Upstream
 from ..upstream import relay as native
 from ..upstream.delta import well_formed
@@ -179,9 +178,13 @@ async def complete(job: ChatJob) -> dict[str, Any]:
 
 
 def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
-    """SSE bytes in whichever mode applies; falls back before anything was sent."""
+    """SSE bytes in whichever mode applies; falls back before anything was sent. A request emulated
+    from the start gets the emulator's own stream: no layer between it and the handler."""
+    fmt = job.emulation_format()
+    if fmt is not None:
+        return _emulator(job, fmt).sse()
     limit = job.resolved.rule.first_token_timeout
-    return _serve(job, lambda body: native.stream(job.upstream, body, job.info, limit), _sse)
+    return _serve(job, lambda body: native.stream(job.upstream, body, job.info, limit), Emulator.sse)
 
 
 def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
@@ -189,7 +192,16 @@ def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
 
     Native answers are decoded (streamed) or split into chunks (not streamed); the fallbacks
     (``auto``, ``retry_without_tools``) happen before the first chunk, as in ``stream``."""
-    return _serve(job, lambda body: _native_chunks(job, body), lambda chunks: chunks)
+    fmt = job.emulation_format()
+    if fmt is not None:
+        return _emulator(job, fmt).chunks()
+    return _serve(job, lambda body: _native_chunks(job, body), Emulator.chunks)
+
+
+def _emulator(job: ChatJob, fmt: str) -> Emulator:
+    """The request's emulator in format ``fmt`` (an ``auto`` rule's request names it its tool mode)."""
+    job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
+    return job.start_emulator(fmt)
 
 
 _NOT_PULLED: Any = object()  # the native source's first item has not been read yet
@@ -199,7 +211,7 @@ _EXHAUSTED: Any = object()  # the native source ended before its first item
 async def _serve(
     job: ChatJob,
     open_native: Callable[[dict[str, Any]], AsyncGenerator[T, None]],
-    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[T, None]],
+    emulated: Callable[[Emulator], AsyncGenerator[T, None]],
 ) -> AsyncGenerator[T, None]:
     """Items in whichever mode applies. Native first (for native and remembered-``auto`` rules); an
     upstream that rejects the tools before the first item is retried without them
@@ -228,24 +240,12 @@ async def _serve(
             finally:
                 await source.aclose()
             return
-    job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
-    items = emulated(job.start_emulator(fmt).chunks())
+    items = emulated(_emulator(job, fmt))
     try:  # closed however the consumer stops (the upstream with it)
         async for item in items:
             yield item
     finally:
         await items.aclose()
-
-
-async def _sse(chunks: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
-    """Emulated chunks as SSE events (configured secrets masked), then ``[DONE]``; ``chunks`` closed
-    however the consumer stops (the upstream with them)."""
-    try:
-        async for chunk in chunks:
-            yield REDACTOR.redact_bytes(encode_json(chunk))
-    finally:
-        await chunks.aclose()
-    yield DONE_BYTES
 
 
 async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
