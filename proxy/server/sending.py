@@ -15,6 +15,7 @@ It does not bound a whole answer's making (``max_request_seconds``) or a client'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import aiohttp
@@ -71,15 +72,17 @@ def cannot_wait(request: web.Request, size: int) -> bool:
 
 async def send_whole(request: web.Request, response: web.StreamResponse) -> None:
     """Write a not yet started answer (head and body) within the send timeout; past it the connection
-    is dropped as ``send`` drops it. A client that hung up is labelled ``client_closed``."""
+    is dropped as ``send`` drops it. A client that hung up is labelled ``client_closed``. An answer of
+    known size that cannot wait (``cannot_wait``) is written without arming the timer."""
     seconds = request.app[SETTINGS].send_timeout
-    scope = asyncio.timeout(seconds)
+    size = response.content_length
+    scope = None if size is not None and cannot_wait(request, size) else asyncio.timeout(seconds)
     try:
-        async with scope:
+        async with scope or contextlib.nullcontext():
             await response.prepare(request)
             await response.write_eof()
     except TimeoutError:
-        if not scope.expired():
+        if scope is None or not scope.expired():
             raise
         drop_slow_client(request, seconds)
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
