@@ -11,7 +11,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev lock audit run demo test test-fast lint bench bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
+.PHONY: help install dev lock audit run demo test test-fast lint bench bench-crossings bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -86,6 +86,9 @@ bench: dev  ## the benchmarks (proxy overhead, parsers, churn; the local model: 
 	$(BIN)/python bench/parsers.py
 	$(BIN)/python bench/parser_work.py
 	$(BIN)/python bench/churn.py
+
+bench-crossings: dev  ## how often one request of each kind moves between toolshim's modules (a few seconds)
+	$(BIN)/python bench/crossings.py
 
 bench-model: dev llama model  ## the local-model table: each emulated format vs native tools (5-8 minutes)
 	$(BIN)/python bench/local_model.py

@@ -25,13 +25,16 @@ arriving is judged by its start: no instruction word begins like "partia"). Para
 whole segment, so they are recognized where holding costs nothing: in answers that are not streamed
 (``max_misses=MAX_MISSES``: the segment is held until that many misses).
 
-One pass over the text; each word is looked up in a set once. No I/O, no clock.
+One pass over the text; each word is looked up in a set once. No I/O, no clock. An instruction text is
+indexed once per process (``_index_of``), not once per request.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 
 from .mentions import WrapperMentions
 
@@ -61,6 +64,37 @@ def _segments(text: str) -> list[str]:
     return [segment for segment in out if segment.strip()]
 
 
+@dataclass(frozen=True, slots=True)
+class _TextIndex:
+    """The n-grams of one instruction text, as read and with its tags taken out."""
+
+    trigrams: frozenset[tuple[str, str, str]]
+    vocabulary: frozenset[str]
+    segments: frozenset[tuple[str, ...]]
+    prefixes: frozenset[str]
+
+
+@lru_cache(maxsize=64)
+def _index_of(text: str) -> _TextIndex:
+    """Index ``text`` once per process: the tool prompt for the same tools is the same text in every
+    request, and indexing it (every word's every prefix) took more calls than the rest of an emulated
+    request's path (``bench/crossings.py``)."""
+    trigrams: set[tuple[str, str, str]] = set()
+    vocabulary: set[str] = set()
+    segments: set[tuple[str, ...]] = set()
+    untagged = _TAG.sub("", text)
+    for version in (text, untagged) if untagged != text else (text,):
+        for segment in _segments(version):
+            words = _words(segment)
+            if words:
+                segments.add(tuple(words))
+        words = _words(version)  # trigrams across segment ends too: a model joins "if price < 3:" and "buy 2"
+        vocabulary.update(words)
+        trigrams.update(zip(words, words[1:], words[2:], strict=False))
+    prefixes = frozenset(word[:end] for word in vocabulary for end in range(1, len(word) + 1))
+    return _TextIndex(frozenset(trigrams), frozenset(vocabulary), frozenset(segments), prefixes)
+
+
 class Instructions:
     """The n-gram index of the instruction texts one request rendered."""
 
@@ -78,20 +112,11 @@ class Instructions:
         """Index another instruction text (a re-ask's corrective message), also as it reads once the
         parser has taken its tags out ("One <param:...> element per parameter" echoed as "One element per
         parameter")."""
-        self._add(text)
-        untagged = _TAG.sub("", text)
-        if untagged != text:
-            self._add(untagged)
-
-    def _add(self, text: str) -> None:
-        for segment in _segments(text):
-            words = _words(segment)
-            if words:
-                self.segments.add(tuple(words))
-        words = _words(text)  # trigrams across segment ends too: a model joins "if price < 3:" and "buy 2"
-        self.vocabulary.update(words)
-        self.prefixes.update(word[:end] for word in words for end in range(1, len(word) + 1))
-        self.trigrams.update(zip(words, words[1:], words[2:], strict=False))
+        index = _index_of(text)
+        self.trigrams |= index.trigrams
+        self.vocabulary |= index.vocabulary
+        self.segments |= index.segments
+        self.prefixes |= index.prefixes
 
     def __bool__(self) -> bool:
         return bool(self.vocabulary)

@@ -45,9 +45,11 @@ from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
 from ..observe.dumps import DumpWriter
 from ..observe.metrics import Metrics
+from ..observe.redact import REDACTOR
 from ..upstream import Upstream, UpstreamStream, open_stream
-from ..upstream.delta import decode, parse_payload
+from ..upstream.delta import decode_payload
 from ..wire.errors import NoValidToolCall, UpstreamHTTPError
+from ..wire.sse import DONE_BYTES, encode_json
 from .builder import Attempt, ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
@@ -116,9 +118,24 @@ class Emulator:
             async for chunk in self._attempts():
                 yield chunk
         finally:
-            self.metrics.record_emulation(self.info.model, self.plan.format.name, self.builder.tally)
-            self.info.tool_calls += self.builder.tally.calls
-            self.info.parse_outcome = self.builder.tally.parse_outcome or self.info.parse_outcome
+            self._tally()
+
+    async def sse(self) -> AsyncGenerator[bytes, None]:
+        """The chunks as SSE events (configured secrets masked), then ``[DONE]``. Made here, not by a
+        generator around ``chunks``: every layer between the handler and the upstream is resumed for
+        every chunk."""
+        try:
+            async for chunk in self._attempts():
+                yield REDACTOR.redact_bytes(encode_json(chunk))
+        finally:
+            self._tally()
+        yield DONE_BYTES
+
+    def _tally(self) -> None:
+        """The request's emulation figures, however it ended."""
+        self.metrics.record_emulation(self.info.model, self.plan.format.name, self.builder.tally)
+        self.info.tool_calls += self.builder.tally.calls
+        self.info.parse_outcome = self.builder.tally.parse_outcome or self.info.parse_outcome
 
     async def _attempts(self) -> AsyncGenerator[Chunk, None]:
         extra: list[dict[str, Any]] = []
@@ -283,14 +300,14 @@ class Emulator:
         parser = set_thinking(self._new_parser(), self.rule.thinking)
         stops = StopMatcher(self.plan.stops)
         async for payload in upstream_stream:
-            delta = decode(parse_payload(payload))
+            delta = decode_payload(payload)
             attempt.usage = dict(delta.usage) if delta.usage else attempt.usage
             if stops.hit is not None:
                 if delta.content or delta.reasoning:
                     return  # the server ignored ``stop`` and goes on: close the connection so generation stops
                 continue  # only the finish / usage a server that honoured ``stop`` would have sent
             attempt.finish = delta.finish_reason or attempt.finish
-            out = self.builder.reasoning(delta.reasoning)
+            out = self.builder.reasoning(delta.reasoning) if delta.reasoning else []
             if delta.content:
                 attempt.raw.append(delta.content)  # as received (the dump shows what the server ignored)
                 attempt.chunks += 1
@@ -321,7 +338,7 @@ class Emulator:
         return self.builder.feed(parser.feed(text), attempt)
 
     def _emit(self, chunks: list[Chunk]) -> list[Chunk]:
-        if self.builder.produced_output:
+        if self.builder.produced_output and self.info.first_token is None:
             self.info.mark_first_token()
         if chunks and self._pending_start:
             chunks, self._pending_start = [*self._pending_start, *chunks], []

@@ -22,7 +22,6 @@ from ..formats import get_format
 from ..observe.context import RequestInfo
 from ..observe.dumps import DEFAULT_DUMP_DIR, DumpWriter
 from ..observe.metrics import Metrics
-from ..observe.redact import REDACTOR
 from ..upstream import Upstream
 from ..upstream import relay as native
 from ..upstream.delta import well_formed
@@ -178,21 +177,31 @@ async def complete(job: ChatJob) -> dict[str, Any]:
     return accumulate([chunk async for chunk in job.start_emulator(fmt).chunks()])
 
 
-async def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
-    """SSE bytes in whichever mode applies; falls back before anything was sent."""
+def stream(job: ChatJob) -> AsyncGenerator[bytes, None]:
+    """SSE bytes in whichever mode applies; falls back before anything was sent. A request emulated
+    from the start gets the emulator's own stream: no layer between it and the handler."""
+    fmt = job.emulation_format()
+    if fmt is not None:
+        return _emulator(job, fmt).sse()
     limit = job.resolved.rule.first_token_timeout
-    async for piece in _serve(job, lambda body: native.stream(job.upstream, body, job.info, limit), _sse):
-        yield piece
+    return _serve(job, lambda body: native.stream(job.upstream, body, job.info, limit), Emulator.sse)
 
 
-async def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
+def chat_chunks(job: ChatJob) -> AsyncGenerator[dict[str, Any], None]:
     """Chat chunk dicts in whichever mode applies: the input of another front end (Responses).
 
     Native answers are decoded (streamed) or split into chunks (not streamed); the fallbacks
     (``auto``, ``retry_without_tools``) happen before the first chunk, as in ``stream``."""
-    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[dict[str, Any], None]] = _closing
-    async for chunk in _serve(job, lambda body: _native_chunks(job, body), emulated):
-        yield chunk
+    fmt = job.emulation_format()
+    if fmt is not None:
+        return _emulator(job, fmt).chunks()
+    return _serve(job, lambda body: _native_chunks(job, body), Emulator.chunks)
+
+
+def _emulator(job: ChatJob, fmt: str) -> Emulator:
+    """The request's emulator in format ``fmt`` (an ``auto`` rule's request names it its tool mode)."""
+    job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
+    return job.start_emulator(fmt)
 
 
 _NOT_PULLED: Any = object()  # the native source's first item has not been read yet
@@ -202,7 +211,7 @@ _EXHAUSTED: Any = object()  # the native source ended before its first item
 async def _serve(
     job: ChatJob,
     open_native: Callable[[dict[str, Any]], AsyncGenerator[T, None]],
-    emulated: Callable[[AsyncGenerator[dict[str, Any], None]], AsyncGenerator[T, None]],
+    emulated: Callable[[Emulator], AsyncGenerator[T, None]],
 ) -> AsyncGenerator[T, None]:
     """Items in whichever mode applies. Native first (for native and remembered-``auto`` rules); an
     upstream that rejects the tools before the first item is retried without them
@@ -222,40 +231,21 @@ async def _serve(
             else:
                 raise
         if fmt is None:
-            async for item in _relay(first, source):
-                yield item
+            try:  # the native source's items, the first one already read (or not); always closed
+                if first is not _NOT_PULLED and first is not _EXHAUSTED:
+                    yield first
+                if first is not _EXHAUSTED:
+                    async for item in source:
+                        yield item
+            finally:
+                await source.aclose()
             return
-    job.info.tool_mode = fmt if job.resolved.rule.tool_mode == "auto" else job.info.tool_mode
-    async for item in emulated(job.start_emulator(fmt).chunks()):
-        yield item
-
-
-async def _relay(first: Any, source: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    """The native source's items, the first one already read (or not); always closed."""
-    try:
-        if first is not _NOT_PULLED and first is not _EXHAUSTED:
-            yield first
-        if first is not _EXHAUSTED:
-            async for item in source:
-                yield item
+    items = emulated(_emulator(job, fmt))
+    try:  # closed however the consumer stops (the upstream with it)
+        async for item in items:
+            yield item
     finally:
-        await source.aclose()
-
-
-async def _sse(chunks: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
-    """Emulated chunks as SSE events (configured secrets masked), then ``[DONE]``."""
-    async for chunk in _closing(chunks):
-        yield REDACTOR.redact_bytes(encode_json(chunk))
-    yield DONE_BYTES
-
-
-async def _closing(chunks: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    """``chunks`` as they are, closed however the consumer stops (the upstream with them)."""
-    try:
-        async for chunk in chunks:
-            yield chunk
-    finally:
-        await chunks.aclose()
+        await items.aclose()
 
 
 async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
@@ -270,24 +260,22 @@ async def _native_chunks(job: ChatJob, body: dict[str, Any]) -> AsyncGenerator[d
         yield chunk
 
 
-async def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+def with_deadline(job: ChatJob, chunks: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     """Bound a whole stream: before the first byte expiry is a 504; after it, a clean finish."""
-    async for piece in bounded(job, chunks, lambda: [encode_json(job.finish_chunk("length")), DONE_BYTES]):
-        yield piece
+    return bounded(job, chunks, lambda: [encode_json(job.finish_chunk("length")), DONE_BYTES])
 
 
-async def bounded(
-    job: ChatJob,
-    items: AsyncGenerator[T, None],
-    on_expiry: Callable[[], list[T]],
-) -> AsyncGenerator[T, None]:
+def bounded(job: ChatJob, items: AsyncGenerator[T, None], on_expiry: Callable[[], list[T]]) -> AsyncGenerator[T, None]:
     """Bound a stream of any items by the rule's deadline: before the first item expiry is a 504;
-    after it, ``on_expiry()`` ends the stream (a finish with reason ``length``)."""
+    after it, ``on_expiry()`` ends the stream (a finish with reason ``length``). Without a deadline
+    ``items`` themselves: a layer that only passes items on costs every item a resumption."""
     seconds = job.resolved.rule.max_request_seconds
-    if seconds is None:
-        async for item in items:
-            yield item
-        return
+    return items if seconds is None else _bounded(job, items, on_expiry, seconds)
+
+
+async def _bounded(
+    job: ChatJob, items: AsyncGenerator[T, None], on_expiry: Callable[[], list[T]], seconds: float
+) -> AsyncGenerator[T, None]:
     deadline = asyncio.get_running_loop().time() + seconds
     sent = False
     try:

@@ -16,6 +16,7 @@ import contextvars
 import json
 import logging
 import time
+from functools import lru_cache
 from typing import Any
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -26,7 +27,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": _second(int(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "request_id": getattr(record, "request_id", None) or request_id_var.get(),
@@ -37,7 +38,17 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return one_line(json.dumps(entry, ensure_ascii=False, default=str))
+        return one_line(_ENCODER.encode(entry))
+
+
+# One encoder for every record (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+@lru_cache(maxsize=4)
+def _second(epoch_second: int) -> str:
+    """A record's time to the second, formatted once per second rather than once per record."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_second))
 
 
 # The line breaks JSON leaves unescaped outside ASCII; everything below U+0020 it escapes itself.
@@ -46,8 +57,9 @@ _RAW_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 def one_line(text: str) -> str:
     """A JSON text with no character any reader takes for a line break (valid JSON still: these
-    characters only occur inside strings, where ``\\uXXXX`` is their escape)."""
-    return text.translate(_RAW_BREAKS)
+    characters only occur inside strings, where ``\\uXXXX`` is their escape). ASCII text (most
+    records) has none of them: it is returned without a pass over it."""
+    return text if text.isascii() else text.translate(_RAW_BREAKS)
 
 
 def configure_logging(level: str = "INFO") -> None:

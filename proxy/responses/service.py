@@ -146,33 +146,27 @@ class Exchange:
         await self._save()
         return self.assembler.response
 
-    async def events(self, job: modes.ChatJob) -> AsyncGenerator[Event, None]:
-        """The Responses stream events; the first upstream chunk is awaited before ``response.created``."""
+    async def sse(self, job: modes.ChatJob) -> AsyncGenerator[bytes, None]:
+        """The Responses stream events as SSE bytes; the first upstream chunk is awaited before
+        ``response.created``. Encoded here, not by a generator of its own around this one: that cost
+        every event a resumption."""
         chunks = modes.bounded(job, modes.chat_chunks(job), lambda: [job.finish_chunk("length")])
         try:
             first = await anext(chunks, None)
             for event in self.assembler.start():
-                yield event
+                yield encode(event)
             if first is not None:
                 for event in self.assembler.feed(first):
-                    yield event
+                    yield encode(event)
             async for chunk in chunks:
                 for event in self.assembler.feed(chunk):
-                    yield event
+                    yield encode(event)
         finally:
             await chunks.aclose()
         final = self.assembler.finish()
         await self._save()
         for event in final:
-            yield event
-
-    async def sse(self, job: modes.ChatJob) -> AsyncGenerator[bytes, None]:
-        events = self.events(job)
-        try:
-            async for event in events:
-                yield encode(event)
-        finally:
-            await events.aclose()
+            yield encode(event)
 
     def error_bytes(self, view: ErrorView) -> bytes:
         """A failure after the stream started: ``error``, then ``response.failed``."""

@@ -19,11 +19,11 @@ from ..observe.metrics import PROCESS_SAMPLE_SECONDS, Metrics
 from ..observe.redact import REDACTOR, install_log_redaction
 from ..responses.store import open_store
 from .connections import ConnectionLimits, GuardedAppRunner, connection_cap
-from .drain import INFLIGHT, Inflight, inflight_middleware
+from .drain import INFLIGHT, Inflight
+from .front import front_middleware
 from .handlers import add_routes
 from .listener import BACKLOG
-from .middleware import add_cors_headers, auth_middleware, cors_middleware, guard_middleware, observe_middleware
-from .overload import overload_middleware
+from .middleware import add_cors_headers
 from .state import METRICS, RESPONSES_STORE, SETTINGS, STATE, AppState, build_runtime, configured_secrets
 
 
@@ -59,14 +59,7 @@ async def _store_lifecycle(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings, rules: RuleSet, metrics: Metrics | None = None) -> web.Application:
     """The whole server, ready for ``web.AppRunner`` (or the aiohttp test fixtures)."""
     app = web.Application(
-        middlewares=[
-            observe_middleware,
-            inflight_middleware,
-            guard_middleware,
-            cors_middleware,
-            auth_middleware,
-            overload_middleware,
-        ],
+        middlewares=[front_middleware],  # one coroutine: a stream is resumed through each middleware
         client_max_size=settings.max_body_bytes,
     )
     metrics = metrics or Metrics()

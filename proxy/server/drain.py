@@ -14,7 +14,7 @@ them and waits up to T again (so a drain took twice its setting), and cuts strea
 error; so the deadline is ours, and cleanup only closes what is already done.
 
 A request is cut by cancelling its handler task after marking it in ``Inflight``; the places
-that write answers (``handlers.send_stream``, ``handlers.relay``, ``inflight_middleware``) ask
+that write answers (``handlers.send_stream``, ``handlers.relay``, ``front.front_middleware``) ask
 ``was_cut`` to tell this cancellation from a client that left. No routes, no sockets here.
 """
 
@@ -23,16 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-
-from ..wire.errors import ShuttingDown
 
 log = logging.getLogger(__name__)
 
 CUT_GRACE = 1.0  # seconds the cut requests get to write their error, and cleanup to close connections
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Inflight:
@@ -92,23 +88,6 @@ INFLIGHT = web.AppKey("inflight", Inflight)
 def was_cut(request: web.Request) -> bool:
     """Was the current request cut by the drain (see ``Inflight.was_cut``)?"""
     return request.app[INFLIGHT].was_cut(asyncio.current_task())
-
-
-@web.middleware
-async def inflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Track the request while it runs; one cut before it answered becomes a 503 (retry elsewhere)."""
-    inflight = request.app[INFLIGHT]
-    task = asyncio.current_task()
-    assert task is not None  # a handler always runs in a task
-    inflight.enter(task)
-    try:
-        return await handler(request)
-    except asyncio.CancelledError:
-        if inflight.was_cut(task):
-            raise ShuttingDown() from None
-        raise
-    finally:
-        inflight.leave(task)
 
 
 async def drain(app: web.Application, runner: web.AppRunner, drain_seconds: float, ready_delay: float) -> None:

@@ -1,18 +1,16 @@
-"""The middlewares: request id, error rendering, access log and request metrics; the request
-guard (paths, Host, Origin); client keys.
+"""What the one middleware (``front``) checks and records: the request guard (paths, Host, Origin),
+a CORS preflight, client keys; the access log line and the request metrics of an answer.
 
-Every error a handler raises, and every bug, is rendered by ``errors.render_error`` here;
-streams that already started render theirs in ``handlers.send_stream`` with the same function.
+Plain functions, not middlewares of their own: stacked middlewares are a coroutine each, and a
+streaming handler is resumed through all of them for every chunk.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -20,62 +18,20 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from ..config.settings import is_loopback
-from ..observe.context import RequestInfo, current_request
-from ..observe.logs import request_id_var
+from ..observe.context import RequestInfo
 from ..responses.ids import ANONYMOUS_OWNER, owner_of_key
-from ..wire.errors import Forbidden, InvalidRequest, Unauthorized, UpstreamError, http_status_error, render_error
-from .sending import send_whole
-from .state import INFO_KEY, METRICS, OWNER_KEY, SETTINGS
+from ..wire.errors import Forbidden, InvalidRequest, Unauthorized
+from .state import METRICS, OWNER_KEY, SETTINGS
 
 if TYPE_CHECKING:
     from ..observe.metrics import Metrics
 
-log = logging.getLogger(__name__)
 access_log = logging.getLogger("toolshim.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@web.middleware
-async def observe_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Request id, error mapping, the access log line and the request metrics, in one place."""
-    rid = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
-    request_id_var.set(rid)
-    info = RequestInfo(request_id=rid, endpoint=endpoint_of(request))
-    request[INFO_KEY] = info
-    current_request.set(info)  # the upstream clients count their calls on it
-    try:
-        response = await handler(request)
-    except asyncio.CancelledError:
-        _finish(request, info, 499)  # the client went away
-        raise
-    except web.HTTPException as exc:  # the router's refusals (unknown path, wrong method)
-        view = render_error(http_status_error(exc.status, exc.reason, request.method, request.path))
-        info.error_code = info.error_code or view.label
-        response = web.json_response(view.body, status=view.status, headers=view.headers)
-    except Exception as exc:
-        view = render_error(exc, info.upstream_calls)
-        if view.level >= logging.ERROR:
-            log.exception("unhandled error serving %s %s", request.method, request.path)
-        elif isinstance(exc, UpstreamError):
-            log.warning(
-                "upstream %s failed: %s (answered %d %s)",
-                info.upstream or "-",
-                view.error.message,
-                view.status,
-                view.label,
-            )
-        if info.error_code is None:
-            info.error_code = view.label
-        response = web.json_response(view.body, status=view.status, headers=view.headers)
-    if not response.prepared:
-        response.headers["X-Request-Id"] = rid
-        await send_whole(request, response)  # here, not after the return: a non-reader is bounded too
-    _finish(request, info, response.status)
-    return response
-
-
-def _finish(request: web.Request, info: RequestInfo, status: int) -> None:
+def finish(request: web.Request, info: RequestInfo, status: int) -> None:
     """Count and log the answer: every /v1 and /admin one and every error (a refusal by the guard,
     the keys, the router or the overload limit included); successful probes and scrapes are not."""
     if status >= 400 or request.path.startswith(_GUARDED):
@@ -119,8 +75,7 @@ def endpoint_of(request: web.Request) -> str:
     return next((name for prefix, name in _ENDPOINTS if route.startswith(prefix)), "unknown")
 
 
-@web.middleware
-async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def check_guard(request: web.Request) -> None:
     """Refuse before anything runs: dot segments in the path (encoded or not), a ``Host`` this
     listener does not serve (DNS rebinding), a browser ``Origin`` that is not allowed (cross-site
     requests with the operator's upstream keys behind them)."""
@@ -137,17 +92,16 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
             "Requests from this web origin are not allowed (see TOOLSHIM_CORS_ORIGINS / --cors-origins).",
             code="origin_not_allowed",
         )
-    return await handler(request)
 
 
 _CORS_METHODS = "GET, POST, OPTIONS"
 _CORS_HEADERS = "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, OpenAI-Project, api-key"
 
 
-@web.middleware
-async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer a CORS preflight for /v1/* from an allowed origin (``guard_middleware`` has already
-    refused any other origin), before client keys are checked: browsers send no keys on a preflight."""
+def cors_preflight(request: web.Request) -> web.Response | None:
+    """The answer to a CORS preflight for /v1/* from an allowed origin (``check_guard`` has already
+    refused any other origin), before client keys are checked: browsers send no keys on a preflight.
+    ``None`` for any other request."""
     origin = request.headers.get("Origin")
     if (
         request.method == "OPTIONS"
@@ -166,7 +120,7 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 "Vary": "Origin",
             },
         )
-    return await handler(request)
+    return None
 
 
 async def add_cors_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -221,8 +175,7 @@ def host_name(host: str) -> str:
     return name if colon and port.isdigit() and ":" not in name else host
 
 
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def check_keys(request: web.Request) -> None:
     """Client keys (``TOOLSHIM_API_KEYS``) guard /v1/*, the metrics key (``TOOLSHIM_METRICS_KEY``, where
     set) guards /metrics: its figures (models served, traffic, errors) are for the operator; compared in
     constant time. The request's owner
@@ -240,7 +193,6 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         request[OWNER_KEY] = owner_of_key(presented)
     elif not keys:
         request[OWNER_KEY] = ANONYMOUS_OWNER
-    return await handler(request)
 
 
 def _bearer(request: web.Request) -> str | None:

@@ -5,7 +5,7 @@ timeout); a prompt 503 with ``Retry-After`` lets clients and load balancers back
 elsewhere. /healthz, /readyz, /metrics and /admin are never limited. Connections the connection
 guard admitted past its cap (``connections``, ``overflow``) get the same 503 for /v1 and are
 closed after their answer. The limit counts requests from the middleware to the handler's end,
-so a stream holds its place until it finishes.
+so a stream holds its place until it finishes (``admit`` and ``release``, called by ``front``).
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ from aiohttp import web
 
 from ..wire.errors import Overloaded
 from .connections import GuardedRequestHandler
-from .middleware import Handler
-from .state import METRICS, SETTINGS, STATE
+from .state import METRICS, SETTINGS, STATE, AppState
 
 
-@web.middleware
-async def overload_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Serve the request if this worker has room for it, else answer 503 with Retry-After at once."""
+def admit(request: web.Request) -> AppState | None:
+    """Take a place for the request if this worker has room for it (the state to ``release`` it to at
+    its end; ``None``: the request is not limited), else raise ``Overloaded`` (503 with Retry-After)."""
     overflow = _overflow_connection(request)
     if overflow is not None:
         overflow.close()  # after this answer: the place goes back to connections within the cap
     if not request.path.startswith("/v1/") or request.method == "OPTIONS":
-        return await handler(request)
+        return None
     if overflow is not None:
         request.app[METRICS].record_shed("connection_limit")
         raise Overloaded("This server has too many open connections; retry shortly.", code="too_many_connections")
@@ -34,10 +33,12 @@ async def overload_middleware(request: web.Request, handler: Handler) -> web.Str
         request.app[METRICS].record_shed("in_flight_limit")
         raise Overloaded(f"This server is serving its limit of {limit} requests at once; retry shortly.")
     state.in_flight += 1
-    try:
-        return await handler(request)
-    finally:
-        state.in_flight -= 1
+    return state
+
+
+def release(state: AppState) -> None:
+    """The request's place back, when its handler has ended (a stream when it finished)."""
+    state.in_flight -= 1
 
 
 def _overflow_connection(request: web.Request) -> GuardedRequestHandler | None:

@@ -15,6 +15,7 @@ It does not bound a whole answer's making (``max_request_seconds``) or a client'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import aiohttp
@@ -30,7 +31,13 @@ class SendTimeout(Exception):
 
 
 async def send(request: web.Request, response: web.StreamResponse, data: bytes) -> None:
-    """``response.write(data)`` within the send timeout; ``SendTimeout`` (the connection dropped) past it."""
+    """``response.write(data)`` within the send timeout; ``SendTimeout`` (the connection dropped) past it.
+
+    A write that cannot wait is made without arming the timer (which cost a stream's every chunk a
+    timer set and cancelled): see ``cannot_wait``."""
+    if cannot_wait(request, len(data)):
+        await response.write(data)
+        return
     seconds = request.app[SETTINGS].send_timeout
     scope = asyncio.timeout(seconds)
     try:
@@ -43,17 +50,39 @@ async def send(request: web.Request, response: web.StreamResponse, data: bytes) 
         raise SendTimeout from None
 
 
+# Room left for what aiohttp writes around the data: chunk framing, the head of the first write.
+_FRAMING_ROOM = 16 * 1024
+
+
+def cannot_wait(request: web.Request, size: int) -> bool:
+    """Whether writing ``size`` bytes now returns without waiting for the client. A write waits only
+    for flow control: the transport pauses its writer once its buffer passes the high-water mark, and
+    resumes it below the low one. A writer not paused whose buffer stays under the mark with these
+    bytes in it never waits; a transport that does not tell its buffer is assumed to."""
+    transport, protocol = request.transport, request.protocol
+    if transport is None or protocol is None or protocol.writing_paused:
+        return False
+    try:
+        high = transport.get_write_buffer_limits()[1]
+        buffered = transport.get_write_buffer_size()
+    except (AttributeError, NotImplementedError):
+        return False
+    return buffered + size + _FRAMING_ROOM <= high
+
+
 async def send_whole(request: web.Request, response: web.StreamResponse) -> None:
     """Write a not yet started answer (head and body) within the send timeout; past it the connection
-    is dropped as ``send`` drops it. A client that hung up is labelled ``client_closed``."""
+    is dropped as ``send`` drops it. A client that hung up is labelled ``client_closed``. An answer of
+    known size that cannot wait (``cannot_wait``) is written without arming the timer."""
     seconds = request.app[SETTINGS].send_timeout
-    scope = asyncio.timeout(seconds)
+    size = response.content_length
+    scope = None if size is not None and cannot_wait(request, size) else asyncio.timeout(seconds)
     try:
-        async with scope:
+        async with scope or contextlib.nullcontext():
             await response.prepare(request)
             await response.write_eof()
     except TimeoutError:
-        if not scope.expired():
+        if scope is None or not scope.expired():
             raise
         drop_slow_client(request, seconds)
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):

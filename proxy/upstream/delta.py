@@ -48,6 +48,11 @@ def parse_payload(payload: Payload) -> dict[str, Any]:
     return chunk
 
 
+def decode_payload(payload: Payload) -> Delta:
+    """The ``Delta`` of one payload (``parse_payload`` then ``decode``): one call per streamed event."""
+    return decode(parse_payload(payload))
+
+
 def well_formed(chunk: dict[str, Any]) -> dict[str, Any]:
     """``chunk`` with a ``choices`` that is a list of objects: another value (``"choices": 5``) or
     item is left out, so a front end that iterates the choices cannot fail on it."""

@@ -65,8 +65,9 @@ async def chunks(
         async for payload in upstream_stream:
             chunk = well_formed(parse_payload(payload))
             delta = decode(chunk)
-            info.note_usage(delta.usage)
-            if delta.has_output:
+            if delta.usage:
+                info.note_usage(delta.usage)
+            if info.first_token is None and delta.has_output:
                 info.mark_first_token()
             if delta.has_tool_calls:
                 info.tool_calls += _new_calls(chunk)
@@ -80,8 +81,9 @@ def _note(chunk: dict[str, Any], info: RequestInfo) -> Delta:
     delta = decode(chunk)
     if info.stream_head is None:
         info.stream_head = {k: chunk.get(k) for k in ("id", "model", "created")}
-    info.note_usage(delta.usage)
-    if delta.has_output:
+    if delta.usage:
+        info.note_usage(delta.usage)
+    if info.first_token is None and delta.has_output:
         info.mark_first_token()
     return delta
 
