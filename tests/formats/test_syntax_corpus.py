@@ -50,7 +50,7 @@ _MISSED_BY_BOTH = {
     "trt_minimax_two_params",
     "trt_poolside_closer_in_value",
 }
-MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH | {"trt_poolside_typed"}, "pythonic": _MISSED_BY_BOTH}
+MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH, "pythonic": _MISSED_BY_BOTH}
 
 
 @pytest.mark.parametrize(("fmt", "cid"), list(itertools.product(corpus.SHIPPED, sorted(CASES))))
