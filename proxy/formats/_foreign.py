@@ -33,6 +33,7 @@ from ._foreign_open import (
     HOLD_CAP,
     INLINE_GAP,
     MISTRAL,
+    MISTRAL_EOS,
     MISTRAL_NAME,
     OPENER_WINDOW,
     PY_CALL,
@@ -301,7 +302,8 @@ class ForeignCalls:
 
     def _open_bracket(self, s: str, p: int) -> bool | None:
         if s.startswith(MISTRAL, p):
-            return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
+            group = Group("mistral", wrapped=True, outer=MISTRAL_EOS)
+            return self._begin(group, p, p + len(MISTRAL), head=True)
         if s.startswith(TOOL_REQUEST, p):
             group = Group("tool_request", closer=END_TOOL_REQUEST, alt=TOOL_REQUEST_END, wrapped=True)
             return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
