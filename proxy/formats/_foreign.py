@@ -12,6 +12,7 @@ from enum import IntEnum, auto
 from typing import Any
 
 from ._calls import CallSlots, truncated
+from ._foreign_invoke import INVOKE_BLOCKS, decode_invoke
 from ._foreign_open import (
     BLANKS,
     BLOCK_CAP,
@@ -69,7 +70,7 @@ from .base import (
     ToolSpec,
 )
 
-_OPENERS = (*TAGS, *OPENERS, *HARMONY_OPENERS)  # what a held ``<`` may still become
+_OPENERS = (*TAGS, *OPENERS, *INVOKE_BLOCKS, *HARMONY_OPENERS)  # what a held ``<`` may still become
 _TAG_KINDS = frozenset(tag.strip("<>|") for tag in TAGS)  # the wrapper tags' groups (a fence may be inside)
 
 
@@ -78,6 +79,8 @@ def _decode(kind: str, block: str, tools: list[ToolSpec]) -> list[tuple[str, Any
     style = STYLES.get(kind)
     if style is not None:
         return decode_token_call(style, block, tools)
+    if kind == "invoke":
+        return decode_invoke(block, tools)
     return decode_glm(block, tools) if kind == "glm" else decode(kind, block, tools)
 
 
@@ -112,7 +115,7 @@ class ForeignCalls:
         self._list = ListScanner()  # the open pythonic list's brackets and strings
         self._in_message = False  # in a harmony final / commentary message: its end token is markup
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
-        self._tag_seconds = frozenset("tfjr|\uff5c").union(name[:1] for name in calls.tools.tools)
+        self._tag_seconds = frozenset("tfjmr|\uff5c").union(name[:1] for name in calls.tools.tools)
         # The character after a "[" that may open something: Mistral / LM Studio, JSON, a pythonic list.
         firsts = "".join(name[:1] for name in calls.tools.tools)
         self._bracket_seconds = frozenset("T{ \t\r\n" + firsts.lower() + firsts.upper())
@@ -349,9 +352,10 @@ class ForeignCalls:
             if s.startswith(opener, p):
                 group = Group(style.kind, opener=opener, closer=style.section_end, outer=style.trailer, wrapped=True)
                 group.ends, group.again = (style.call_end, style.section_end), style.call_begin
-                self._group = group
-                self._parts, self._held, self._i, self._state = [opener], len(opener), p + len(opener), _State.XML
-                return True
+                return self._hold_block(group, p)
+        for opener, block_end in INVOKE_BLOCKS.items():  # MiniMax, DeepSeek DSML: held to the block's end
+            if s.startswith(opener, p):
+                return self._hold_block(Group("invoke", opener=opener, wrapped=True, ends=(block_end,)), p)
         if s.startswith(HARMONY_OPENERS, p):
             return self._open_harmony(s, p)
         for tag, closer in TAGS.items():
@@ -380,6 +384,13 @@ class ForeignCalls:
         if at_end and (FUNCTION_PARTIAL.match(s, p) or any(t.startswith(s[p:]) for t in _OPENERS)):
             return None
         return None if at_end and morph_partial(s, p, tools) else False
+
+    def _hold_block(self, group: Group, p: int) -> bool:
+        """A special-token block opens with ``group.opener`` at ``p``: held to one of ``group.ends`` (XML)."""
+        opener = group.opener
+        self._group, self._parts, self._held = group, [opener], len(opener)
+        self._i, self._state = p + len(opener), _State.XML
+        return True
 
     def _open_harmony(self, s: str, p: int) -> bool | None:
         """A gpt-oss harmony header: a call when it names a recipient; its JSON message is the arguments."""

@@ -27,22 +27,12 @@ CASES = {case["id"]: case for case in corpus.cases()}
 _MISSED_BY_BOTH = {
     "ls_pythonic_not_a_call_unmatched",
     "mc_v13_think_then_answer",
-    "trt_dsml_v32_json_body",
-    "trt_dsml_v32_json_only",
-    "trt_dsml_v32_text_before",
-    "trt_dsml_v4_text_before",
-    "trt_dsml_v4_two",
     "trt_gemma4_array",
     "trt_gemma4_empty_args",
     "trt_gemma4_nested_object",
     "trt_gemma4_real_world",
     "trt_gemma4_text_before",
     "trt_gemma4_two",
-    "trt_minimax_no_params",
-    "trt_minimax_prose_around",
-    "trt_minimax_text_before",
-    "trt_minimax_two",
-    "trt_minimax_two_params",
     "trt_poolside_closer_in_value",
 }
 MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH, "pythonic": _MISSED_BY_BOTH}
@@ -82,6 +72,16 @@ LMSTUDIO_GEMMA = '[TOOL_REQUEST]\nget_weather {"city": "Paris"}\n[TOOL_REQUEST_E
 PYTHONIC = "[get_weather(city='Paris')]"
 MORPH_ATTRIBUTES = '<get_weather city="Paris"/>'
 FENCE_IN_TAG = '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n</tool_call>'
+# Read since the TensorRT-LLM cases (issue 35, second pass): invoke-style blocks.
+MINIMAX = (
+    '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>'
+    "</minimax:tool_call>"
+)
+_D = "\uff5cDSML\uff5c"  # DeepSeek V3.2's prefix of its call tags
+DSML = (
+    f'<{_D}function_calls> <{_D}invoke name="get_weather"> <{_D}parameter name="city" string="true">Paris'
+    f"</{_D}parameter> </{_D}invoke> </{_D}function_calls>"
+)
 TAG_IN_FENCE = '```xml\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n```'
 NEW = {
     "kimi": KIMI,
@@ -95,6 +95,8 @@ NEW = {
     "morph_attributes": MORPH_ATTRIBUTES,
     "fence_in_tag": FENCE_IN_TAG,
     "tag_in_fence": TAG_IN_FENCE,
+    "minimax": MINIMAX,
+    "dsml": DSML,
 }
 
 
@@ -112,7 +114,7 @@ def test_new_syntax_is_a_call_under_every_format(fmt: str, name: str) -> None:
     assert content.strip() == "Let me check.", content
 
 
-@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm"])
+@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm", "minimax", "dsml"])
 def test_a_cut_block_is_no_call(name: str) -> None:
     text = NEW[name][: len(NEW[name]) * 2 // 3]
     assert not [e for e in events("react", text, "length") if isinstance(e, ToolCallEnd)]
