@@ -12,6 +12,7 @@ from enum import IntEnum, auto
 from typing import Any
 
 from ._calls import CallSlots, truncated
+from ._foreign_gemma import GEMMA_CLOSE, GEMMA_OPEN, decode_gemma
 from ._foreign_invoke import INVOKE_BLOCKS, decode_invoke
 from ._foreign_open import (
     BLANKS,
@@ -70,7 +71,7 @@ from .base import (
     ToolSpec,
 )
 
-_OPENERS = (*TAGS, *OPENERS, *INVOKE_BLOCKS, *HARMONY_OPENERS)  # what a held ``<`` may still become
+_OPENERS = (*TAGS, *OPENERS, *INVOKE_BLOCKS, GEMMA_OPEN, *HARMONY_OPENERS)  # what a held ``<`` may still become
 _TAG_KINDS = frozenset(tag.strip("<>|") for tag in TAGS)  # the wrapper tags' groups (a fence may be inside)
 
 
@@ -81,6 +82,8 @@ def _decode(kind: str, block: str, tools: list[ToolSpec]) -> list[tuple[str, Any
         return decode_token_call(style, block, tools)
     if kind == "invoke":
         return decode_invoke(block, tools)
+    if kind == "gemma4":
+        return decode_gemma(block)
     return decode_glm(block, tools) if kind == "glm" else decode(kind, block, tools)
 
 
@@ -356,6 +359,8 @@ class ForeignCalls:
         for opener, block_end in INVOKE_BLOCKS.items():  # MiniMax, DeepSeek DSML: held to the block's end
             if s.startswith(opener, p):
                 return self._hold_block(Group("invoke", opener=opener, wrapped=True, ends=(block_end,)), p)
+        if s.startswith(GEMMA_OPEN, p):  # Gemma 4: held to its closer
+            return self._hold_block(Group("gemma4", opener=GEMMA_OPEN, wrapped=True, ends=(GEMMA_CLOSE,)), p)
         if s.startswith(HARMONY_OPENERS, p):
             return self._open_harmony(s, p)
         for tag, closer in TAGS.items():

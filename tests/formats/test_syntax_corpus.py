@@ -27,12 +27,6 @@ CASES = {case["id"]: case for case in corpus.cases()}
 _MISSED_BY_BOTH = {
     "ls_pythonic_not_a_call_unmatched",
     "mc_v13_think_then_answer",
-    "trt_gemma4_array",
-    "trt_gemma4_empty_args",
-    "trt_gemma4_nested_object",
-    "trt_gemma4_real_world",
-    "trt_gemma4_text_before",
-    "trt_gemma4_two",
     "trt_poolside_closer_in_value",
 }
 MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH, "pythonic": _MISSED_BY_BOTH}
@@ -82,6 +76,7 @@ DSML = (
     f'<{_D}function_calls> <{_D}invoke name="get_weather"> <{_D}parameter name="city" string="true">Paris'
     f"</{_D}parameter> </{_D}invoke> </{_D}function_calls>"
 )
+GEMMA4 = '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
 TAG_IN_FENCE = '```xml\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n```'
 NEW = {
     "kimi": KIMI,
@@ -97,6 +92,7 @@ NEW = {
     "tag_in_fence": TAG_IN_FENCE,
     "minimax": MINIMAX,
     "dsml": DSML,
+    "gemma4": GEMMA4,
 }
 
 
@@ -114,7 +110,7 @@ def test_new_syntax_is_a_call_under_every_format(fmt: str, name: str) -> None:
     assert content.strip() == "Let me check.", content
 
 
-@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm", "minimax", "dsml"])
+@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm", "minimax", "dsml", "gemma4"])
 def test_a_cut_block_is_no_call(name: str) -> None:
     text = NEW[name][: len(NEW[name]) * 2 // 3]
     assert not [e for e in events("react", text, "length") if isinstance(e, ToolCallEnd)]
