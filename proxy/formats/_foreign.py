@@ -37,6 +37,8 @@ from ._foreign_open import (
     MISTRAL,
     MISTRAL_EOS,
     MISTRAL_NAME,
+    MISTRAL_THINK,
+    MISTRAL_THINK_END,
     OPENER_WINDOW,
     PY_CALL,
     PY_PARTIAL,
@@ -117,6 +119,11 @@ class ForeignCalls:
         self._held = 0  # characters of the XML block (or pythonic list) held so far
         self._list = ListScanner()  # the open pythonic list's brackets and strings
         self._in_message = False  # in a harmony final / commentary message: its end token is markup
+        # MESSAGE (reasoning) ends at one of these; the first ones are its end tokens (dropped), the rest
+        # start what follows (read again): harmony's, or Mistral's [THINK] block's
+        self._message_ends: tuple[str, ...] = HARMONY_MESSAGE_ENDS
+        self._message_drops = len(HARMONY_MESSAGE_END)
+        self._spoke = False  # text other than blanks was released (a [THINK] block opens only before it)
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
         self._tag_seconds = frozenset("tfjmr|\uff5c").union(name[:1] for name in calls.tools.tools)
         # The character after a "[" that may open something: Mistral / LM Studio, JSON, a pythonic list.
@@ -247,7 +254,8 @@ class ForeignCalls:
             self._note(text)
 
     def _note(self, text: str) -> None:
-        """Released text: whether the line it ends in is blank so far."""
+        """Released text: whether the line it ends in is blank so far, whether any was more than blanks."""
+        self._spoke = self._spoke or not text.isspace()
         nl = text.rfind("\n")
         if nl >= 0:
             self._blank_line = not text[nl + 1 :].strip(" \t\r")
@@ -313,7 +321,11 @@ class ForeignCalls:
         if s.startswith(TOOL_REQUEST, p):
             group = Group("tool_request", closer=END_TOOL_REQUEST, alt=TOOL_REQUEST_END, wrapped=True)
             return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
-        if partial(s, p, (MISTRAL, TOOL_REQUEST)):
+        if s.startswith(MISTRAL_THINK, p) and not self._spoke:  # Magistral's reasoning: up to [/THINK]
+            self._message_ends, self._message_drops = (MISTRAL_THINK_END, MISTRAL), 1
+            self._i, self._state = p + len(MISTRAL_THINK), _State.MESSAGE
+            return True
+        if partial(s, p, (MISTRAL, TOOL_REQUEST, MISTRAL_THINK)):
             return None
         k = BLANKS.match(s, p + 1).end()  # type: ignore[union-attr]
         if k - p > GAP_CAP:
@@ -407,6 +419,7 @@ class ForeignCalls:
         if not name and m is not None and m.group(2) in HARMONY_CHANNELS:  # a message that is no call
             self._i = end + len(HARMONY_MESSAGE)
             if m.group(2) == HARMONY_ANALYSIS:  # reasoning, never content
+                self._message_ends, self._message_drops = HARMONY_MESSAGE_ENDS, len(HARMONY_MESSAGE_END)
                 self._state = _State.MESSAGE
             else:  # content, read as prose (calls in it too); its end token is markup
                 self._in_message = True
@@ -620,16 +633,16 @@ class ForeignCalls:
             self._commit()
 
     def _step_message(self) -> bool:
-        """A harmony analysis message: reasoning up to its end token (dropped) or the next header (read
-        again)."""
-        s, i = self._buf, self._i
-        found = find_first(s, HARMONY_MESSAGE_ENDS, i)
-        end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], HARMONY_MESSAGE_ENDS) if found is None else found[0]
+        """A harmony analysis message or a Mistral [THINK] block: reasoning up to its end token (dropped) or
+        what follows it (the next header, [TOOL_CALLS]: read again)."""
+        s, i, ends = self._buf, self._i, self._message_ends
+        found = find_first(s, ends, i)
+        end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], ends) if found is None else found[0]
         self._out.text(Reasoning, s[i:end])
         self._i = end
         if found is None:
             return False
-        if found[1] in HARMONY_MESSAGE_END:
+        if found[1] in ends[: self._message_drops]:
             self._i += len(found[1])
         self._state = _State.PROSE
         return True

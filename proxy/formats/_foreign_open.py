@@ -14,6 +14,7 @@ BLOCK_CAP = 1 << 26  # a call-shaped value (64 MiB) longer than this is released
 OPENER_WINDOW = 128  # enough to decide an opener: a fence line, a tag, [TOOL_CALLS]name[ARGS]
 GAP_CAP = 64
 MISTRAL = "[TOOL_CALLS]"
+MISTRAL_THINK, MISTRAL_THINK_END = "[THINK]", "[/THINK]"  # Magistral's reasoning, at the start of the output
 MISTRAL_EOS = "</s>"  # the end of the turn, written right after the calls when special tokens are shown
 TOOL_REQUEST, END_TOOL_REQUEST = "[TOOL_REQUEST]", "[END_TOOL_REQUEST]"  # LM Studio's default
 TOOL_REQUEST_END = "[TOOL_REQUEST_END]"  # the closer Gemma writes under LM Studio

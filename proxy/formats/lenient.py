@@ -59,7 +59,8 @@ States of ``ForeignCalls`` (one ``_step_*`` method each):
   ``BLOCK_CAP``; a blank line outside a string: text) and read by the pythonic format's parser -> calls
   (AFTER), Malformed, or text when it reads as anything but calls.
 * MESSAGE: a harmony analysis message, up to its end token or the next header: reasoning -> PROSE. (A
-  final or commentary message with no recipient is prose: only its header and end token are dropped.)
+  final or commentary message with no recipient is prose: only its header and end token are dropped.) So
+  is a Mistral ``[THINK]`` block opened before any text, up to ``[/THINK]`` (dropped) or ``[TOOL_CALLS]``.
 * SKIP: the rest of a value that is not a call (at most ``HOLD_CAP`` characters), as text, unscanned for
   calls: a call object nested in other JSON stays text -> PROSE.
 * XML: a qwen3_xml or morph_xml block, held until ``</function>`` / ``</tool_call>`` / ``</NAME>`` (at

@@ -26,7 +26,6 @@ CASES = {case["id"]: case for case in corpus.cases()}
 # Known misses per shipped format (docs/syntaxes.md says why); a case read right must leave this list.
 _MISSED_BY_BOTH = {
     "ls_pythonic_not_a_call_unmatched",
-    "mc_v13_think_then_answer",
     "trt_poolside_closer_in_value",
 }
 MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH, "pythonic": _MISSED_BY_BOTH}
@@ -123,6 +122,16 @@ def test_special_tokens_for_other_tools_and_prose_stay_harmless() -> None:
     text = "<|channel|>analysis<|message|>Think.<|end|>Done."  # an analysis message: reasoning, never content
     got = [(type(e).__name__, getattr(e, "text", "")) for e in events("react", text)]
     assert got == [("Reasoning", "Think."), ("Text", "Done.")]
+
+
+@pytest.mark.parametrize("fmt", corpus.SHIPPED)
+def test_a_mistral_think_block_is_reasoning_only_at_the_start(fmt: str) -> None:
+    text = '[THINK]Need the weather.[/THINK]Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}</s>'
+    got = [(type(e).__name__, getattr(e, "text", getattr(e, "name", ""))) for e in merge(events(fmt, text))]
+    assert got[:2] == [("Reasoning", "Need the weather."), ("Text", "Checking.")]
+    assert [name for kind, name in got if kind == "ToolCallEnd"] == ["get_weather"]
+    mention = "Magistral writes [THINK]like this[/THINK] first."  # after prose: text as written
+    assert [(type(e).__name__, e.text) for e in merge(events(fmt, mention))] == [("Text", mention)]
 
 
 @pytest.mark.parametrize("name", sorted(NEW))
