@@ -12,6 +12,8 @@ from enum import IntEnum, auto
 from typing import Any
 
 from ._calls import CallSlots, truncated
+from ._foreign_gemma import GEMMA_CLOSE, GEMMA_OPEN, decode_gemma
+from ._foreign_invoke import INVOKE_BLOCKS, decode_invoke
 from ._foreign_open import (
     BLANKS,
     BLOCK_CAP,
@@ -33,7 +35,10 @@ from ._foreign_open import (
     HOLD_CAP,
     INLINE_GAP,
     MISTRAL,
+    MISTRAL_EOS,
     MISTRAL_NAME,
+    MISTRAL_THINK,
+    MISTRAL_THINK_END,
     OPENER_WINDOW,
     PY_CALL,
     PY_PARTIAL,
@@ -68,7 +73,7 @@ from .base import (
     ToolSpec,
 )
 
-_OPENERS = (*TAGS, *OPENERS, *HARMONY_OPENERS)  # what a held ``<`` may still become
+_OPENERS = (*TAGS, *OPENERS, *INVOKE_BLOCKS, GEMMA_OPEN, *HARMONY_OPENERS)  # what a held ``<`` may still become
 _TAG_KINDS = frozenset(tag.strip("<>|") for tag in TAGS)  # the wrapper tags' groups (a fence may be inside)
 
 
@@ -77,6 +82,10 @@ def _decode(kind: str, block: str, tools: list[ToolSpec]) -> list[tuple[str, Any
     style = STYLES.get(kind)
     if style is not None:
         return decode_token_call(style, block, tools)
+    if kind == "invoke":
+        return decode_invoke(block, tools)
+    if kind == "gemma4":
+        return decode_gemma(block)
     return decode_glm(block, tools) if kind == "glm" else decode(kind, block, tools)
 
 
@@ -110,8 +119,13 @@ class ForeignCalls:
         self._held = 0  # characters of the XML block (or pythonic list) held so far
         self._list = ListScanner()  # the open pythonic list's brackets and strings
         self._in_message = False  # in a harmony final / commentary message: its end token is markup
+        # MESSAGE (reasoning) ends at one of these; the first ones are its end tokens (dropped), the rest
+        # start what follows (read again): harmony's, or Mistral's [THINK] block's
+        self._message_ends: tuple[str, ...] = HARMONY_MESSAGE_ENDS
+        self._message_drops = len(HARMONY_MESSAGE_END)
+        self._spoke = False  # text other than blanks was released (a [THINK] block opens only before it)
         # The second character of every tag opener (a wrapper, <function=, an offered tool's element).
-        self._tag_seconds = frozenset("tfjr|\uff5c").union(name[:1] for name in calls.tools.tools)
+        self._tag_seconds = frozenset("tfjmr|\uff5c").union(name[:1] for name in calls.tools.tools)
         # The character after a "[" that may open something: Mistral / LM Studio, JSON, a pythonic list.
         firsts = "".join(name[:1] for name in calls.tools.tools)
         self._bracket_seconds = frozenset("T{ \t\r\n" + firsts.lower() + firsts.upper())
@@ -240,7 +254,8 @@ class ForeignCalls:
             self._note(text)
 
     def _note(self, text: str) -> None:
-        """Released text: whether the line it ends in is blank so far."""
+        """Released text: whether the line it ends in is blank so far, whether any was more than blanks."""
+        self._spoke = self._spoke or not text.isspace()
         nl = text.rfind("\n")
         if nl >= 0:
             self._blank_line = not text[nl + 1 :].strip(" \t\r")
@@ -301,11 +316,16 @@ class ForeignCalls:
 
     def _open_bracket(self, s: str, p: int) -> bool | None:
         if s.startswith(MISTRAL, p):
-            return self._begin(Group("mistral", wrapped=True), p, p + len(MISTRAL), head=True)
+            group = Group("mistral", wrapped=True, outer=MISTRAL_EOS)
+            return self._begin(group, p, p + len(MISTRAL), head=True)
         if s.startswith(TOOL_REQUEST, p):
             group = Group("tool_request", closer=END_TOOL_REQUEST, alt=TOOL_REQUEST_END, wrapped=True)
             return self._begin(group, p, p + len(TOOL_REQUEST), head=True)
-        if partial(s, p, (MISTRAL, TOOL_REQUEST)):
+        if s.startswith(MISTRAL_THINK, p) and not self._spoke:  # Magistral's reasoning: up to [/THINK]
+            self._message_ends, self._message_drops = (MISTRAL_THINK_END, MISTRAL), 1
+            self._i, self._state = p + len(MISTRAL_THINK), _State.MESSAGE
+            return True
+        if partial(s, p, (MISTRAL, TOOL_REQUEST, MISTRAL_THINK)):
             return None
         k = BLANKS.match(s, p + 1).end()  # type: ignore[union-attr]
         if k - p > GAP_CAP:
@@ -347,9 +367,12 @@ class ForeignCalls:
             if s.startswith(opener, p):
                 group = Group(style.kind, opener=opener, closer=style.section_end, outer=style.trailer, wrapped=True)
                 group.ends, group.again = (style.call_end, style.section_end), style.call_begin
-                self._group = group
-                self._parts, self._held, self._i, self._state = [opener], len(opener), p + len(opener), _State.XML
-                return True
+                return self._hold_block(group, p)
+        for opener, block_end in INVOKE_BLOCKS.items():  # MiniMax, DeepSeek DSML: held to the block's end
+            if s.startswith(opener, p):
+                return self._hold_block(Group("invoke", opener=opener, wrapped=True, ends=(block_end,)), p)
+        if s.startswith(GEMMA_OPEN, p):  # Gemma 4: held to its closer
+            return self._hold_block(Group("gemma4", opener=GEMMA_OPEN, wrapped=True, ends=(GEMMA_CLOSE,)), p)
         if s.startswith(HARMONY_OPENERS, p):
             return self._open_harmony(s, p)
         for tag, closer in TAGS.items():
@@ -379,6 +402,13 @@ class ForeignCalls:
             return None
         return None if at_end and morph_partial(s, p, tools) else False
 
+    def _hold_block(self, group: Group, p: int) -> bool:
+        """A special-token block opens with ``group.opener`` at ``p``: held to one of ``group.ends`` (XML)."""
+        opener = group.opener
+        self._group, self._parts, self._held = group, [opener], len(opener)
+        self._i, self._state = p + len(opener), _State.XML
+        return True
+
     def _open_harmony(self, s: str, p: int) -> bool | None:
         """A gpt-oss harmony header: a call when it names a recipient; its JSON message is the arguments."""
         end = s.find(HARMONY_MESSAGE, p, p + OPENER_WINDOW)
@@ -389,6 +419,7 @@ class ForeignCalls:
         if not name and m is not None and m.group(2) in HARMONY_CHANNELS:  # a message that is no call
             self._i = end + len(HARMONY_MESSAGE)
             if m.group(2) == HARMONY_ANALYSIS:  # reasoning, never content
+                self._message_ends, self._message_drops = HARMONY_MESSAGE_ENDS, len(HARMONY_MESSAGE_END)
                 self._state = _State.MESSAGE
             else:  # content, read as prose (calls in it too); its end token is markup
                 self._in_message = True
@@ -602,16 +633,16 @@ class ForeignCalls:
             self._commit()
 
     def _step_message(self) -> bool:
-        """A harmony analysis message: reasoning up to its end token (dropped) or the next header (read
-        again)."""
-        s, i = self._buf, self._i
-        found = find_first(s, HARMONY_MESSAGE_ENDS, i)
-        end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], HARMONY_MESSAGE_ENDS) if found is None else found[0]
+        """A harmony analysis message or a Mistral [THINK] block: reasoning up to its end token (dropped) or
+        what follows it (the next header, [TOOL_CALLS]: read again)."""
+        s, i, ends = self._buf, self._i, self._message_ends
+        found = find_first(s, ends, i)
+        end = len(s) - partial_marker_len(s[max(i, len(s) - 16) :], ends) if found is None else found[0]
         self._out.text(Reasoning, s[i:end])
         self._i = end
         if found is None:
             return False
-        if found[1] in HARMONY_MESSAGE_END:
+        if found[1] in ends[: self._message_drops]:
             self._i += len(found[1])
         self._state = _State.PROSE
         return True

@@ -124,15 +124,20 @@ class CallAssembler:
         """Finalize a block body that did not open with ``{``: a list of calls, a fenced object...
 
         ``cut`` is asked before each call found: it reports the cut and returns True past ``max_calls``.
+        A block is Malformed once however many of its values are no call (``lenient`` reads a Malformed
+        block again as a foreign syntax: twice would make its calls twice).
         """
         raw_block = OPEN + body
         items, repairs = parse_call_list(body)
         if not items:
             self.calls.fail(raw_block, "<tool_call> holds no JSON call object")
+        broken = False
         for item in items:
             found = call_parts(item)
             if found is None:
-                self.calls.fail(raw_block, 'no JSON object with a "name" in <tool_call>')
+                if not broken:
+                    self.calls.fail(raw_block, 'no JSON object with a "name" in <tool_call>')
+                broken = True
             elif cut():
                 return
             else:

@@ -18,6 +18,7 @@ THINK, THINK_END = "<think>", "</think>"
 RESPONSE, RESPONSE_END = "<tool_response>", "</tool_response>"
 FENCE = "```"
 BROKEN = "<tool_call"  # a tag that never closes: dropped as broken markup
+GEMMA_CLOSE = "<tool_call|>"  # Gemma 4's call closer: text here, lenient recognition's markup
 _LOOSE_ATTRS = 64
 TEXT_TAGS = (OPEN, CLOSE, THINK, THINK_END, RESPONSE, RESPONSE_END)
 BLOCK_TAGS = (CLOSE, OPEN)
@@ -89,12 +90,13 @@ def tag_at(s: str, p: int, tags: Sequence[str]) -> str | None:
 
 def text_tag(s: str, p: int) -> tuple[str | None, int]:
     """The prose tag at ``s[p]`` (``<``) and its length. ``<tool_call ...>`` counts as the tag;
-    ``<tool_call`` that cannot become one is ``BROKEN``; ``""`` while undecided; None: no tag."""
+    ``<tool_call`` that cannot become one is ``BROKEN``; ``""`` while undecided; None: no tag (Gemma 4's
+    ``<tool_call|>`` neither)."""
     tag = tag_at(s, p, TEXT_TAGS)
     if tag is not None:
         return tag, len(tag)
     m = LOOSE_TAG.match(s, p)
-    if m is None:
+    if m is None or s.startswith(GEMMA_CLOSE, p):
         return None, 1
     if m.group(3):
         return (CLOSE if m.group(1) == "</tool_call" else OPEN), m.end() - p

@@ -7,7 +7,8 @@ accepts is made inert, while staying readable as data:
 
 * call tags (``<tool_call>``, ``<tool:x>``, ``<param:k>``, ``<function=x>``, ``<parameter=k>``,
   special tokens such as ``<|python_tag|>``, Kimi's ``<|tool_call_begin|>``, gpt-oss harmony's
-  ``<|channel|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, GLM's ``<arg_key>``) lose their ``<``:
+  ``<|channel|>``, DeepSeek's ``<\uff5ctool\u2581call\u2581begin\uff5c>``, GLM's ``<arg_key>``, MiniMax's
+  ``<minimax:tool_call>``, ``<invoke name=..>`` and ``<parameter name=..>``) lose their ``<``:
   ``&lt;tool_call>``; so do tags named
   after the request's tools (``<get_weather>``: a morph_xml call), when their names are given;
 * lines that start a call in a line-based syntax (ReAct's ``Action:`` and ``Action Input:``,
@@ -37,7 +38,7 @@ __all__ = ["CALL_LINE_REMOVED", "CALL_REMOVED", "RESULT_WITHHELD", "defuse", "de
 
 _TAG = re.compile(
     r"<(?=/?(?:tool_call|tool_response|tool:|param:|function\s*=|function>|parameter\s*=|parameter>|"
-    r"tools?>|arg_key>|arg_value>|\||\uff5c))",
+    r"tools?>|arg_key>|arg_value>|minimax:|invoke[\s>]|parameter\s|\||\uff5c))",
     re.IGNORECASE,
 )
 _CALL_LINE = re.compile(r"^[ \t]*(?:action(?:[ \t_]*input)?[ \t]*:|\^\^\^)[^\n]*", re.IGNORECASE | re.MULTILINE)

@@ -13,13 +13,17 @@ of the common foreign syntaxes (all other events pass through, renumbered)::
                                                                       wrapper, a wrapper (any tag) in a fence
     [get_weather(city='Paris'), search(q="x")]   <|python_start|>[...]<|python_end|>   (pythonic lists:
                                                                       _foreign_pythonic)
-    [TOOL_CALLS] [{...}]   [TOOL_CALLS]get_weather[ARGS]{...}   [TOOL_CALLS]get_weather{...}   (Mistral)
+    [TOOL_CALLS] [{...}]   [TOOL_CALLS]get_weather[ARGS]{...}   [TOOL_CALLS]get_weather{...}   (Mistral; a
+                                                                      </s> right after the calls is markup)
     <function=get_weather>{"city": "Paris"}</function>               (Llama 3.1 custom)
     <tool_call><function=get_weather><parameter=city>Paris</parameter></function></tool_call>   (qwen3_xml,
                                                                       the wrapper optional)
     <get_weather><city>Paris</city></get_weather>   <get_weather city="Paris"/>   (morph_xml: an offered
                                                                       tool's name; attributes as arguments)
     <BAR tool_calls_begin BAR>...   <|tool_calls_section_begin|>...   (DeepSeek V3/V3.1, Kimi K2: _foreign_tokens)
+    <minimax:tool_call><invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>...
+        (MiniMax-M2; DeepSeek V3.2 / V4 DSML the same with BAR DSML BAR tags: _foreign_invoke)
+    <|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>   (Gemma 4: _foreign_gemma)
     <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>   (GLM-4.5)
     <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}<|call|>   (gpt-oss harmony;
         a message with no recipient: <|channel|>analysis<|message|>... is reasoning, final / commentary
@@ -55,7 +59,8 @@ States of ``ForeignCalls`` (one ``_step_*`` method each):
   ``BLOCK_CAP``; a blank line outside a string: text) and read by the pythonic format's parser -> calls
   (AFTER), Malformed, or text when it reads as anything but calls.
 * MESSAGE: a harmony analysis message, up to its end token or the next header: reasoning -> PROSE. (A
-  final or commentary message with no recipient is prose: only its header and end token are dropped.)
+  final or commentary message with no recipient is prose: only its header and end token are dropped.) So
+  is a Mistral ``[THINK]`` block opened before any text, up to ``[/THINK]`` (dropped) or ``[TOOL_CALLS]``.
 * SKIP: the rest of a value that is not a call (at most ``HOLD_CAP`` characters), as text, unscanned for
   calls: a call object nested in other JSON stays text -> PROSE.
 * XML: a qwen3_xml or morph_xml block, held until ``</function>`` / ``</tool_call>`` / ``</NAME>`` (at

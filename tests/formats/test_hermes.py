@@ -238,6 +238,12 @@ def test_malformed_blocks_carry_the_raw_block_and_index() -> None:
     assert not only(events, ToolCallStart)
 
 
+def test_a_block_of_several_values_that_are_no_call_is_malformed_once() -> None:
+    # lenient recognition reads a Malformed block again (a GLM block here): twice would make its call twice
+    output = '<tool_call>get_weather\n<arg_value>[1, 2]</arg_value>\n<arg_value>{"k": 1}</arg_value>\n</tool_call>'
+    assert len(only(parse(output), Malformed)) == 1
+
+
 def test_unknown_tool_does_not_use_up_a_call() -> None:
     events = parse(
         '<tool_call>{"name": "nope", "arguments": {}}</tool_call>'

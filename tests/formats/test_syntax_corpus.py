@@ -24,7 +24,11 @@ from tests.formats.work import assert_linear
 
 CASES = {case["id"]: case for case in corpus.cases()}
 # Known misses per shipped format (docs/syntaxes.md says why); a case read right must leave this list.
-MISSES: dict[str, set[str]] = {"hermes": set(), "pythonic": set()}
+_MISSED_BY_BOTH = {
+    "ls_pythonic_not_a_call_unmatched",
+    "trt_poolside_closer_in_value",
+}
+MISSES: dict[str, set[str]] = {"hermes": _MISSED_BY_BOTH, "pythonic": _MISSED_BY_BOTH}
 
 
 @pytest.mark.parametrize(("fmt", "cid"), list(itertools.product(corpus.SHIPPED, sorted(CASES))))
@@ -61,6 +65,17 @@ LMSTUDIO_GEMMA = '[TOOL_REQUEST]\nget_weather {"city": "Paris"}\n[TOOL_REQUEST_E
 PYTHONIC = "[get_weather(city='Paris')]"
 MORPH_ATTRIBUTES = '<get_weather city="Paris"/>'
 FENCE_IN_TAG = '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n</tool_call>'
+# Read since the TensorRT-LLM cases (issue 35, second pass): invoke-style blocks.
+MINIMAX = (
+    '<minimax:tool_call><invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>'
+    "</minimax:tool_call>"
+)
+_D = "\uff5cDSML\uff5c"  # DeepSeek V3.2's prefix of its call tags
+DSML = (
+    f'<{_D}function_calls> <{_D}invoke name="get_weather"> <{_D}parameter name="city" string="true">Paris'
+    f"</{_D}parameter> </{_D}invoke> </{_D}function_calls>"
+)
+GEMMA4 = '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
 TAG_IN_FENCE = '```xml\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n```'
 NEW = {
     "kimi": KIMI,
@@ -74,6 +89,9 @@ NEW = {
     "morph_attributes": MORPH_ATTRIBUTES,
     "fence_in_tag": FENCE_IN_TAG,
     "tag_in_fence": TAG_IN_FENCE,
+    "minimax": MINIMAX,
+    "dsml": DSML,
+    "gemma4": GEMMA4,
 }
 
 
@@ -91,7 +109,7 @@ def test_new_syntax_is_a_call_under_every_format(fmt: str, name: str) -> None:
     assert content.strip() == "Let me check.", content
 
 
-@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm"])
+@pytest.mark.parametrize("name", ["kimi", "deepseek", "glm", "minimax", "dsml", "gemma4"])
 def test_a_cut_block_is_no_call(name: str) -> None:
     text = NEW[name][: len(NEW[name]) * 2 // 3]
     assert not [e for e in events("react", text, "length") if isinstance(e, ToolCallEnd)]
@@ -104,6 +122,16 @@ def test_special_tokens_for_other_tools_and_prose_stay_harmless() -> None:
     text = "<|channel|>analysis<|message|>Think.<|end|>Done."  # an analysis message: reasoning, never content
     got = [(type(e).__name__, getattr(e, "text", "")) for e in events("react", text)]
     assert got == [("Reasoning", "Think."), ("Text", "Done.")]
+
+
+@pytest.mark.parametrize("fmt", corpus.SHIPPED)
+def test_a_mistral_think_block_is_reasoning_only_at_the_start(fmt: str) -> None:
+    text = '[THINK]Need the weather.[/THINK]Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}</s>'
+    got = [(type(e).__name__, getattr(e, "text", getattr(e, "name", ""))) for e in merge(events(fmt, text))]
+    assert got[:2] == [("Reasoning", "Need the weather."), ("Text", "Checking.")]
+    assert [name for kind, name in got if kind == "ToolCallEnd"] == ["get_weather"]
+    mention = "Magistral writes [THINK]like this[/THINK] first."  # after prose: text as written
+    assert [(type(e).__name__, e.text) for e in merge(events(fmt, mention))] == [("Text", mention)]
 
 
 @pytest.mark.parametrize("name", sorted(NEW))
