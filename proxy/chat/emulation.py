@@ -204,8 +204,9 @@ class Emulator:
         up: the model calls the tool that gives the value (a grounded call is taken), or, with nothing better,
         its first call stands (``_first_call_stands``: "the weather in the capital of Japan" is Tokyo's). The
         same for calls after tool results of tools the question does not ask for (``unasked``), but those never
-        stand: what the model says instead answers. A made-up call when the question shares no word with any tool offered ("What is the capital of France?"
-        → the weather in Paris) asks for a plain answer instead: the question needs no tool."""
+        stand: what the model says instead answers. A made-up call when the question shares no word with any
+        tool offered ("What is the capital of France?" → the weather in Paris) asks for a plain answer instead:
+        the question needs no tool."""
         self._ground_asked = True
         names = frozenset(event.name for event, _ in attempt.ungrounded) | frozenset(attempt.unasked)
         if self.plan.off_topic:
