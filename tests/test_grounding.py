@@ -359,3 +359,28 @@ async def test_a_follow_up_call_the_question_asks_for_is_taken(start_proxy, fake
     result = await ask(proxy, stream, messages=asked, tools=[SEARCH_TOOL, BUY_TOOL])
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert made["function"]["name"] == "place_stock_order" and len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_made_up_call_the_question_does_not_ask_for_never_stands(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """After Paris's weather, converting a temperature nobody gave (25) for a question that asks for no
+    conversion: without that tool the model repeats Paris's call, and the answer comes from the results."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    convert = call_text("hermes", "convert_temperature", {"value": 25, "to_unit": "fahrenheit"})
+    paris = call_text("hermes", "get_weather", {"city": "Paris"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(convert))),
+        Reply(pieces=text_stream(pieces(paris))),
+        Reply(pieces=text_stream(["It is 18 C and sunny in Paris."])),
+    )
+    weather = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    asked = [
+        {"role": "user", "content": "What's the weather right now in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [weather]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"celsius": 18, "condition": "sunny"}'},
+    ]
+    result = await ask(proxy, stream, messages=asked, tools=TOOLS)
+    message = result["choices"][0]["message"]
+    assert message["content"] == "It is 18 C and sunny in Paris." and not message.get("tool_calls")

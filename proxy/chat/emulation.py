@@ -213,7 +213,8 @@ class Emulator:
             self.builder.trust_arguments()
             self._answer_plainly()
         elif self.plan.narrowed is not None:
-            self._made_up = [event for event, _ in attempt.ungrounded]
+            unasked = self.plan.unasked
+            self._made_up = [event for event, _ in attempt.ungrounded if event.name not in unasked]
             self.plan = self.plan.narrowed(names)
             # its text is held: it is dropped should the first call stand (an unasked call never stands: the
             # text answers)
