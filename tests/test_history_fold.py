@@ -209,3 +209,17 @@ def test_a_partly_failed_round_is_answered_from_its_results() -> None:
 
     assert _all_failed(['{"error": "x"}', "Error: y"]) and not _all_failed(['{"error": "x"}', '{"celsius": 21}'])
     assert not _all_failed([])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_copied_result_lines_never_reach_the_client(start_proxy, fake_upstream, stream: bool) -> None:
+    """The model copied the folded lines and made up one more: toolshim's rendering of results is no answer."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    copied = (
+        'get_weather({"city": "Madrid"}) returned: {"celsius": 21}\n'
+        "It is 21 C in Madrid.\n"
+        '- get_weather({"city": "Paris"}) returned: {"celsius": 30}\n'
+    )
+    fake_upstream.script(Reply(pieces=text_stream(pieces(copied))))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid."

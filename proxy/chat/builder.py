@@ -154,6 +154,7 @@ class ResponseBuilder(Generic[Item]):
         wrapper_tags: Sequence[str] = (),
         grounds: Grounds | None = None,
         unasked: frozenset[str] = frozenset(),
+        folded: bool = False,
     ) -> None:
         self.renderer = renderer
         self.wants_call = wants_call  # tool_choice required / named: hold text until a call arrives
@@ -191,6 +192,10 @@ class ResponseBuilder(Generic[Item]):
         self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
         if calls_withdrawn:
             self.withdraw_calls()
+        elif folded and tools:
+            # the history shows results as ``- name(args) returned: ...`` lines: a model that copies them (and
+            # makes up more of them) writes toolshim's rendering, not an answer: such lines are dropped
+            self._plain_calls = PlainCalls(tools)
 
     def withdraw_calls(self) -> None:
         """No call may be made from now on (tool_choice "none", a policy, a forced answer): calls the

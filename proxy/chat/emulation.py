@@ -111,6 +111,7 @@ class Emulator:
             wrapper_tags=plan.wrapper_tags,
             grounds=plan.grounds,
             unasked=plan.unasked,
+            folded=plan.folded,
         )
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
