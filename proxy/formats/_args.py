@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -90,6 +91,41 @@ def _fold(name: str) -> str:
 
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_SCHEMA_CACHE: OrderedDict[str, Validator | str] = OrderedDict()
+_SCHEMA_CACHE_SIZE = 256  # distinct tool schemas kept compiled per process
+_MAX_CACHED_SCHEMA = 64 * 1024  # characters of a schema's JSON; a larger one is compiled each time
+
+
+def compiled_schema(schema: Mapping[str, Any]) -> Validator | str:
+    """A validator for ``schema``, or why it is unusable; kept per distinct schema (bounded in count and key
+    size): checking a schema costs milliseconds, and a client sends the same tools with every request."""
+    try:
+        key = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return _compile_schema(schema)
+    if len(key) > _MAX_CACHED_SCHEMA:
+        return _compile_schema(schema)
+    found = _SCHEMA_CACHE.get(key)
+    if found is not None:
+        _SCHEMA_CACHE.move_to_end(key)
+        return found
+    compiled = _SCHEMA_CACHE[key] = _compile_schema(json.loads(key))  # its own copy: nothing shared with a request
+    if len(_SCHEMA_CACHE) > _SCHEMA_CACHE_SIZE:
+        _SCHEMA_CACHE.popitem(last=False)
+    return compiled
+
+
+def _compile_schema(schema: Mapping[str, Any]) -> Validator | str:
+    try:
+        cls = validator_for(schema, default=Draft202012Validator)
+        cls.check_schema(dict(schema))
+        return cls(dict(schema), registry=_NO_RETRIEVAL)
+    # The schema comes from the client and jsonschema's failure modes are open-ended
+    # (SchemaError, TypeError on odd "$schema" values, ...): note it and skip validation.
+    except Exception as exc:
+        return str(exc).split("\n", 1)[0]
 
 
 class ToolIndex:
@@ -187,15 +223,11 @@ class ToolIndex:
         if not isinstance(schema, Mapping):
             self._note_problem(name, "parameters is not a JSON object")
             return None
-        try:
-            cls = validator_for(schema, default=Draft202012Validator)
-            cls.check_schema(dict(schema))
-            return cls(dict(schema), registry=_NO_RETRIEVAL)
-        # The schema comes from the client and jsonschema's failure modes are open-ended
-        # (SchemaError, TypeError on odd "$schema" values, ...): note it and skip validation.
-        except Exception as exc:
-            self._note_problem(name, str(exc).split("\n", 1)[0])
+        compiled = compiled_schema(schema)
+        if isinstance(compiled, str):
+            self._note_problem(name, compiled)
             return None
+        return compiled
 
     def _note_problem(self, name: str, problem: str) -> None:
         self.schema_problems[name] = _clip(problem, 200)

@@ -644,3 +644,20 @@ def test_escape_inner_quotes_leaves_valid_json_alone(value: Any) -> None:
 
 def test_escape_inner_quotes_is_linear() -> None:
     assert_linear(lambda n: '{"a": "' + 'x "y" ' * (n * 1000) + '"} // "c"', escape_inner_quotes)
+
+
+def test_a_schema_is_compiled_once_per_process_and_the_cache_is_bounded() -> None:
+    """Checking a schema costs milliseconds and every request sends the same tools: one validator per
+    distinct schema (key order aside), at most ``_SCHEMA_CACHE_SIZE`` of them, none past the key size."""
+    from toolshim.formats import _args
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    reordered = {"required": ["city"], "properties": {"city": {"type": "string"}}, "type": "object"}
+    assert _args.compiled_schema(schema) is _args.compiled_schema(reordered)
+    for n in range(_args._SCHEMA_CACHE_SIZE + 40):
+        _args.compiled_schema({"type": "object", "properties": {f"p{n}": {"type": "integer"}}})
+    assert len(_args._SCHEMA_CACHE) == _args._SCHEMA_CACHE_SIZE
+    big = {"type": "object", "description": "x" * (_args._MAX_CACHED_SCHEMA + 1)}
+    assert _args.compiled_schema(big) is not _args.compiled_schema(big)
+    broken = {"type": "object", "properties": {"a": {"type": 5}}}
+    assert isinstance(_args.compiled_schema(broken), str) and isinstance(_args.compiled_schema(broken), str)
