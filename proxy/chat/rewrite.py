@@ -172,7 +172,8 @@ def build_plan(
     prompted = rule.prompted_calls(turn.parallel_request)
     tool_names = [t.name for t in turn.tools]
     folded = rule.tool_history == "folded" and turn.has_tool_results
-    fold_answer = FOLD_FAILED if folded and _all_failed(latest_results(turn.messages)) else FOLD_ANSWER
+    latest = latest_results(turn.messages)
+    fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
         fold_next = _uncovered_note(uncovered_mentions(turn.messages)) + fold_next
@@ -224,7 +225,7 @@ def build_plan(
         prompted_calls=prompted,
         injected=(instructions, *turn.injected, *wrappers),
         answered=repeat_keys(loop_calls(turn.messages)) if repeats_answered else frozenset(),
-        results="\n\n".join(latest_results(turn.messages)),
+        results="\n\n".join(latest),
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
