@@ -384,3 +384,40 @@ async def test_a_made_up_call_the_question_does_not_ask_for_never_stands(
     result = await ask(proxy, stream, messages=asked, tools=TOOLS)
     message = result["choices"][0]["message"]
     assert message["content"] == "It is 18 C and sunny in Paris." and not message.get("tool_calls")
+
+
+CLOCK_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_local_time",
+        "description": "Get the current local time in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unasked_tool_s_call_beside_an_asked_one_is_dropped(start_proxy, fake_upstream, stream: bool) -> None:
+    """Asked the time in two cities with parallel calls allowed, the model wrote the clock for the first and the
+    weather for the second: the weather call goes (the next turn's results say New York is still uncovered)."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    both = call_text("hermes", "get_local_time", {"city": "Berlin"}) + call_text(
+        "hermes", "get_weather", {"city": "New York"}
+    )
+    fake_upstream.script(Reply(pieces=text_stream(pieces(both))))
+    asked = [{"role": "user", "content": "What time is it in Berlin and in New York?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[CLOCK_TOOL, TOOLS[0]], parallel_tool_calls=True)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_local_time" and len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unasked_tool_s_first_call_is_the_model_s_choice(start_proxy, fake_upstream, stream: bool) -> None:
+    """Before any result, the question's first call is not questioned for its tool's words (a request may
+    name none of the words of the tool it needs: "How much is 394 times 213?")."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call_text("hermes", "get_weather", {"city": "Berlin"})))))
+    asked = [{"role": "user", "content": "Is it cold in Berlin?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[CLOCK_TOOL, TOOLS[0]], parallel_tool_calls=True)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather" and len(fake_upstream.requests) == 1

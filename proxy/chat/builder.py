@@ -154,6 +154,7 @@ class ResponseBuilder(Generic[Item]):
         wrapper_tags: Sequence[str] = (),
         grounds: Grounds | None = None,
         unasked: frozenset[str] = frozenset(),
+        unasked_beside_only: bool = False,
         folded: bool = False,
     ) -> None:
         self.renderer = renderer
@@ -190,6 +191,7 @@ class ResponseBuilder(Generic[Item]):
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
         self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
         self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
+        self._unasked_beside_only = unasked_beside_only  # ...only beside a call already made (before any result)
         if calls_withdrawn:
             self.withdraw_calls()
         elif folded and tools:
@@ -436,10 +438,18 @@ class ResponseBuilder(Generic[Item]):
         return True
 
     def _unasked_call(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call, after tool results, of a tool the question shares no word with: a follow-up nobody asked
-        for (buying the product a search found, a calculation on an answer already given), kept back."""
+        """A call of a tool the question shares no word with: after tool results, a follow-up nobody asked
+        for (buying the product a search found, a calculation on an answer already given), kept back for a
+        re-ask; before any result, only beside a call already made (asked the time in two cities, the
+        weather tool for the second), dropped: the next turn's results say what is still uncovered."""
         if event.name not in self._unasked:
             return False
+        if self._unasked_beside_only:
+            if not self.calls_sent:
+                return False
+            self.tally.sanitized += 1
+            log.info("call %s dropped beside the turn's calls: the question does not ask for it", event.name)
+            return True
         attempt.unasked.append(event.name)
         attempt.withheld += 1  # written again once asked about: the re-ask after it is for a plain answer
         self._unused_call = True

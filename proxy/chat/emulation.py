@@ -111,6 +111,7 @@ class Emulator:
             wrapper_tags=plan.wrapper_tags,
             grounds=plan.grounds,
             unasked=plan.unasked,
+            unasked_beside_only=plan.unasked_beside_only,
             folded=plan.folded,
         )
 

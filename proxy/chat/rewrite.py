@@ -73,9 +73,11 @@ class EmulationPlan:
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
     grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
     off_topic: bool = False  # the latest user message shares no word with any tool offered (grounded plans only)
-    # after tool results, the tools the latest user message shares no word with (grounded plans only): a call of
-    # one is a follow-up nobody asked for (buying the product a search found), asked about once
+    # the tools the latest user message shares no word with (grounded plans only): after tool results, a call of
+    # one is a follow-up nobody asked for (buying the product a search found), asked about once; before any
+    # result, such a call is only dropped beside a call the turn already made (``unasked_beside_only``)
     unasked: frozenset[str] = frozenset()
+    unasked_beside_only: bool = False
     # the same request with some tools not offered (a call that made up its values: the model is asked again)
     narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
 
@@ -231,7 +233,8 @@ def build_plan(
         folded=folded,
         grounds=Grounds.of_messages(turn.messages) if grounded else None,
         off_topic=grounded and relates_to_no_tool(offered, question),
-        unasked=unasked_tools(offered, question) if grounded and ends_with_results else frozenset(),
+        unasked=unasked_tools(offered, question) if grounded else frozenset(),
+        unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
     )
 
