@@ -213,9 +213,12 @@ def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dic
 
 # Folded history (``tool_history: "folded"``): what the tools returned is told in the user's turn.
 FOLD_HEADER = "Tool results so far:"
-FOLD_NEXT = "If these results answer the question, answer it now. Otherwise call the next tool you need."
-FOLD_ANSWER = "Answer the question from these results."
-FOLD_FAILED = "These calls failed: tell the user what went wrong."  # the answer sentence when every latest one did
+FOLD_NEXT = (
+    "If these results answer the question, answer it now, naming what they found. "
+    "Otherwise call the next tool you need."
+)
+FOLD_ANSWER = "Answer the question from these results, naming what they found."
+FOLD_FAILED = "These calls failed: tell the user what the error says."  # the answer sentence when every latest one did
 FOLD_CALL = "Call the next tool you need."
 
 
