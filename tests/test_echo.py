@@ -203,3 +203,35 @@ def test_every_text_toolshim_injects_is_known_to_the_filter() -> None:
         for line in text.splitlines():
             if len(line.split()) >= 4:
                 assert (echo.feed(line + "\n") + echo.flush()).strip() == "", line
+
+
+NOTE = (
+    "The question also asks about New York, which these results do not cover yet. If these results answer "
+    "the question, answer it now, naming what they found. Otherwise call the next tool you need."
+)
+
+
+@pytest.mark.parametrize("max_misses", [0, MAX_MISSES])
+def test_a_paraphrase_of_a_turn_s_note_is_dropped_in_a_stream_too(max_misses: int) -> None:
+    """A streamed answer that rewords the folded results' last instruction (a word left out) reaches the client
+    no more than a buffered one does: a sentence written only in the words of toolshim's notes is judged whole."""
+    text = "The question asks about New York, which these results do not cover yet. Berlin is at 14:05."
+    for splits in (None, list(range(len(text)))):
+        out = "".join(run_notes(text, splits, max_misses))
+        assert out == " Berlin is at 14:05."
+
+
+def test_an_answer_in_a_stream_is_released_at_its_first_word_of_its_own() -> None:
+    """Holding a note's sentences costs an answer nothing once it writes a word the notes lack."""
+    echo = EchoFilter(Instructions([PROMPT, NOTE]), 0)
+    assert echo.feed("New York is at 08:05 ") == "New York is at 08:05 "
+
+
+def run_notes(text: str, splits: list[int] | None, max_misses: int) -> list[str]:
+    echo = EchoFilter(Instructions([PROMPT, NOTE]), max_misses)
+    cuts = [len(text)] if splits is None else [*splits, len(text)]
+    out, start = [], 0
+    for cut in cuts:
+        out.append(echo.feed(text[start:cut]))
+        start = cut
+    return [*out, echo.flush()]

@@ -23,7 +23,12 @@ the instructions lack, or at the first trigram (or second word) they lack, it is
 rest of the segment streams through at once, so normal text waits at most a few words (a word still
 arriving is judged by its start: no instruction word begins like "partia"). Paraphrases need the
 whole segment, so they are recognized where holding costs nothing: in answers that are not streamed
-(``max_misses=MAX_MISSES``: the segment is held until that many misses).
+(``max_misses=MAX_MISSES``: the segment is held until that many misses). In a stream, a segment is also
+held while every word of it is a word of toolshim's short notes (``NOTE_CHARS``: the sentences it adds to
+a turn, such as the folded results' last instruction, a policy's or a re-ask's message; not the tool
+prompt, whose words an answer shares): a sentence written only in those words is judged whole, as a
+buffered one ("The question asks about New York, which these results do not cover yet."), while an
+answer is released at its first word of its own (a number, a name from a result).
 
 One pass over the text; each word is looked up in a set once. No I/O, no clock. An instruction text is
 indexed once per process (``_index_of``), not once per request.
@@ -41,6 +46,7 @@ from .mentions import WrapperMentions
 MIN_WORDS = 4  # a shorter segment is an echo only when it equals a whole instruction segment
 MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that the instructions lack
 LONG_RUN = 4  # known trigrams in a row (6 words of the instructions verbatim) that make a paraphrase an echo
+NOTE_CHARS = 600  # an injected text this short is a note (a sentence for the turn), not the tool prompt
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
@@ -98,11 +104,12 @@ def _index_of(text: str) -> _TextIndex:
 class Instructions:
     """The n-gram index of the instruction texts one request rendered."""
 
-    __slots__ = ("prefixes", "segments", "trigrams", "vocabulary")
+    __slots__ = ("note_words", "prefixes", "segments", "trigrams", "vocabulary")
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self.trigrams: set[tuple[str, str, str]] = set()
         self.vocabulary: set[str] = set()
+        self.note_words: set[str] = set()  # the words of the short texts (NOTE_CHARS): a stream holds their sentences
         self.segments: set[tuple[str, ...]] = set()
         self.prefixes: set[str] = set()  # of the vocabulary's words: a partial word outside them decides at once
         for text in texts:
@@ -117,6 +124,8 @@ class Instructions:
         self.vocabulary |= index.vocabulary
         self.segments |= index.segments
         self.prefixes |= index.prefixes
+        if len(text) <= NOTE_CHARS:
+            self.note_words |= index.vocabulary
 
     def __bool__(self) -> bool:
         return bool(self.vocabulary)
@@ -133,6 +142,7 @@ class EchoFilter:
         "_max_misses",
         "_mentions",
         "_misses",
+        "_notes_only",
         "_pending",
         "_released",
         "_run",
@@ -152,6 +162,8 @@ class EchoFilter:
         self._released = False  # the current segment is known not to be an echo: pass it through
         self._words: list[str] = []
         self._misses = 0  # words (the first two) and trigrams of the segment the instructions lack
+        # every word of the segment so far is a word of toolshim's notes (a stream holds it: a paraphrase)
+        self._notes_only = max_misses < MAX_MISSES
         self._run = 0  # known trigrams in a row, now
         self._best_run = 0  # ... and the longest such run in the segment
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
@@ -215,6 +227,7 @@ class EchoFilter:
         """Count the newest word: known (its trigram, or for the first two the word itself, is in the
         instructions) or a miss; the segment may still be an echo while the misses stay few."""
         words = self._words
+        self._notes_only = self._notes_only and words[-1] in self._index.note_words
         if len(words) >= 3:
             known = (words[-3], words[-2], words[-1]) in self._index.trigrams
             self._run = self._run + 1 if known else 0
@@ -224,7 +237,11 @@ class EchoFilter:
             if not known and len(words) == 1:
                 return False  # a segment opening with a word the instructions lack is the model's own
         self._misses += not known
-        return self._misses <= self._max_misses
+        if self._misses <= self._max_misses:
+            return True
+        # a streamed segment written so far only in the words of toolshim's notes is held to its end and
+        # judged whole (a paraphrase of the last instruction); a word of the model's own releases it
+        return self._misses <= MAX_MISSES and self._notes_only
 
     def _release(self) -> str:
         held, self._held, self._released, self._after_drop = self._held, "", True, False
@@ -243,6 +260,7 @@ class EchoFilter:
         words = self._words + [word.casefold() for word in _WORD.findall(self._pending)]
         self._held, self._pending, self._released, self._words = "", "", False, []
         self._misses = self._run = self._best_run = 0
+        self._notes_only = self._max_misses < MAX_MISSES
         if released:
             return held
         if not held.strip() or not words:  # blanks, or punctuation only ("---"): they go with their neighbours
