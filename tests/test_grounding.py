@@ -421,3 +421,27 @@ async def test_an_unasked_tool_s_first_call_is_the_model_s_choice(start_proxy, f
     result = await ask(proxy, stream, messages=asked, tools=[CLOCK_TOOL, TOOLS[0]], parallel_tool_calls=True)
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert made["function"]["name"] == "get_weather" and len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_kept_back_for_an_uncovered_mention_is_asked_for_again_as_a_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """After Berlin's time, the weather tool for New York is nobody's request; asked again without it, the
+    model is asked for the call the results still lack (told "answer it now, or call", it made the time up)."""
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    weather = call_text("hermes", "get_weather", {"city": "New York"})
+    clock = call_text("hermes", "get_local_time", {"city": "New York"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(weather))), Reply(pieces=text_stream(pieces(clock))))
+    berlin = {"id": "c1", "type": "function", "function": {"name": "get_local_time", "arguments": '{"city": "Berlin"}'}}
+    asked = [
+        {"role": "user", "content": "What time is it in Berlin and in New York?"},
+        {"role": "assistant", "content": None, "tool_calls": [berlin]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"city": "Berlin", "local_time": "14:05"}'},
+    ]
+    result = await ask(proxy, stream, messages=asked, tools=[CLOCK_TOOL, TOOLS[0]])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_local_time" and "New York" in made["function"]["arguments"]
+    first, again = (last_message(request) for request in fake_upstream.requests)
+    assert first.endswith("Otherwise call the next tool you need.")
+    assert again.endswith("New York, which these results do not cover yet. Call the next tool you need.")

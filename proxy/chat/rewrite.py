@@ -178,7 +178,11 @@ def build_plan(
     fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
-        fold_next = _uncovered_note(uncovered_mentions(turn.messages)) + fold_next
+        note = _uncovered_note(uncovered_mentions(turn.messages))
+        # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
+        # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
+        # it made up the missing part's answer)
+        fold_next = note + (FOLD_CALL if note and withheld else FOLD_NEXT)
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
         endings = fold_history_endings(list(turn.messages), (fold_next, fold_answer), tool_names)
         history, answer_history = (_upstream_messages(rendered) for rendered in endings)
