@@ -223,3 +223,28 @@ async def test_copied_result_lines_never_reach_the_client(start_proxy, fake_upst
     fake_upstream.script(Reply(pieces=text_stream(pieces(copied))))
     result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_results_copied_back_alone_are_asked_for_an_answer_without_tools(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """The model copied the folded lines and wrote nothing else: it is asked for the answer from the results
+    (no tools), not told its reply was empty and invited to call again."""
+    from toolshim.formats.history import FOLD_ANSWER
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    copied = 'get_weather({"city": "Madrid"}) returned: {"celsius": 21}\n'
+    fake_upstream.script(Reply(pieces=text_stream(pieces(copied))), Reply(pieces=text_stream(["21 C in Madrid."])))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"].strip() == "21 C in Madrid."
+    again = fake_upstream.requests[1]
+    assert again["messages"][-1]["content"].endswith(FOLD_ANSWER) and not again.get("tools")
+
+
+def test_a_line_in_the_folded_form_is_a_copy_of_the_results() -> None:
+    from toolshim.formats.history import copies_folded_results
+
+    assert copies_folded_results('Sure.\n- get_weather({"city": "Oslo"}) returned: {"c": 3}')
+    assert copies_folded_results("lookup(id=7) failed: not found")
+    assert not copies_folded_results("The lookup returned: nothing (it failed).")

@@ -40,6 +40,7 @@ from typing import Any
 from ..config.rules import ModelRule
 from ..constrain.grammars import Constraining
 from ..formats import StreamParser, ToolCallEnd, set_thinking
+from ..formats.history import copies_folded_results
 from ..formats.lenient import new_parser
 from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
@@ -409,7 +410,8 @@ class Emulator:
                 "format described in the instructions."
             )
         if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
-            if withdrawn or attempt.withheld:  # "or call a tool" would invite another call
+            # "or call a tool" would invite another call; so would it after the folded results copied back
+            if withdrawn or attempt.withheld or (self.plan.folded and copies_folded_results("".join(attempt.raw))):
                 results = ", using the tool results above" if self.plan.results else ""
                 return "answer", f"No tool can be called in this reply: answer the user now in plain text{results}."
             return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)

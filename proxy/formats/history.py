@@ -269,6 +269,15 @@ def _fold_prefix(call: ToolCallRecord | None, name: str, tool_names: Collection[
     return f"- {call.name}({defuse(call.arguments, tool_names)}) {verb}: "
 
 
+_FOLDED_RESULT_LINE = re.compile(r"^[ \t]*(?:- )?[\w.\-]+\(.*\) (?:returned|failed): ", re.MULTILINE)
+
+
+def copies_folded_results(text: str) -> bool:
+    """``text`` holds a line in the form folded history tells a result in (``- name(args) returned: ...``):
+    the model copied the results instead of answering from them."""
+    return _FOLDED_RESULT_LINE.search(text) is not None
+
+
 def _answered_call(result: Mapping[str, Any], waiting: list[ToolCallRecord]) -> ToolCallRecord | None:
     """The call a result answers (taken off ``waiting``): by ``tool_call_id``, else the first call of its
     ``name``, else the first still waiting."""
