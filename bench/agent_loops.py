@@ -670,6 +670,7 @@ async def main_async(args: argparse.Namespace) -> int:
     frameworks = args.frameworks.split(",")
     tasks = [TASKS_BY_NAME[name] for name in args.tasks.split(",")]
     began = time.monotonic()
+    measured = commit()  # the code the toolshim started below runs: a commit made during the run is not in it
     done: list[LoopRecord] = []
     if args.resume and args.json.exists():
         done = [LoopRecord(**raw) for raw in json.loads(args.json.read_text(encoding="utf-8"))["loops"]]
@@ -715,7 +716,7 @@ async def main_async(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - began
     meta = {
         "date": datetime.date.today().isoformat(),
-        "commit": commit(),
+        "commit": measured,
         "label": label,
         "rules": str(args.rules),
         "model": model,
