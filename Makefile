@@ -11,7 +11,7 @@ RULES ?= rules/default.json5
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install dev lock audit run demo test test-fast lint bench bench-crossings bench-model bench-loops bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
+.PHONY: help install dev lock audit run demo test test-fast lint bench bench-crossings bench-model bench-loops bench-steps bench-bfcl bench-bfcl-multi-turn model llama serve-model clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -96,6 +96,9 @@ bench-model: dev llama model  ## the local-model table: each emulated format vs 
 LOOPS_ARGS ?=
 bench-loops: dev llama model  ## real agent loops (7 frameworks' own, 9 tasks) through toolshim, judged on their final answer (1-2 hours on 2 cores)
 	$(BIN)/python bench/agent_loops.py $(LOOPS_ARGS)
+
+bench-steps: dev llama model  ## single loop steps on tools no loop task uses: a call when one is needed, an answer that holds the result (15 min)
+	$(BIN)/python bench/single_steps.py $(STEPS_ARGS)
 
 # bfcl-eval declares a heavy dependency list; bench/bfcl_score.py needs none of it (see its docstring).
 BFCL_EVAL ?= bfcl-eval==2026.3.23
