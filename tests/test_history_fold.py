@@ -223,6 +223,7 @@ async def test_copied_result_lines_never_reach_the_client(start_proxy, fake_upst
     fake_upstream.script(Reply(pieces=text_stream(pieces(copied))))
     result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid."
+    assert not result["choices"][0]["message"].get("tool_calls")  # a made-up line beside an answer is no call
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -248,3 +249,32 @@ def test_a_line_in_the_folded_form_is_a_copy_of_the_results() -> None:
     assert copies_folded_results('Sure.\n- get_weather({"city": "Oslo"}) returned: {"c": 3}')
     assert copies_folded_results("lookup(id=7) failed: not found")
     assert not copies_folded_results("The lookup returned: nothing (it failed).")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_written_as_a_result_line_is_the_call_it_names(start_proxy, fake_upstream, stream: bool) -> None:
+    """Asked for the next call, the model wrote it in the folded results' form with a result it made up: the
+    client gets the call (Tokyo's weather), never the invented result."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    told = 'get_weather({"city": "Tokyo"}) returned: {"celsius": 20, "condition": "sunny"}\n'
+    fake_upstream.script(Reply(pieces=text_stream(pieces(told))))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    message = result["choices"][0]
+    [made] = message["message"]["tool_calls"]
+    assert made["function"]["name"] == "get_weather" and json.loads(made["function"]["arguments"]) == {"city": "Tokyo"}
+    assert not (message["message"].get("content") or "").strip() and message["finish_reason"] == "tool_calls"
+    assert len(fake_upstream.requests) == 1
+
+
+def test_only_calls_the_conversation_has_not_made_are_told_calls() -> None:
+    from toolshim.chat.repeats import call_key
+    from toolshim.chat.toldcalls import told_calls
+    from toolshim.formats import ToolSpec
+
+    spec = ToolSpec("get_weather", "Weather.", {"properties": {"city": {"type": "string"}}, "required": ["city"]})
+    text = '- get_weather({"city": "Madrid"}) returned: 21\nget_weather({"city": "Tokyo"}) returned: 20\n'
+    made = {call_key("get_weather", '{"city": "Madrid"}')}
+    [tokyo] = told_calls(text, [spec], made, 1)
+    assert json.loads(tokyo.arguments) == {"city": "Tokyo"}
+    assert told_calls(text, [spec], made | {call_key("get_weather", {"city": "Tokyo"})}, 1) == []
+    assert told_calls('nope({"x": 1}) returned: 2', [spec], made, 1) == []  # a tool nobody offered

@@ -56,6 +56,7 @@ from .chunks import ChunkFactory
 from .echo import Instructions
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
+from .toldcalls import told_calls
 from .usage import AttemptUsage, settle_usage
 
 log = logging.getLogger(__name__)
@@ -163,6 +164,8 @@ class Emulator:
             if not self._stop_reading(attempt):  # else a repair follows: the open text goes with the attempt
                 for chunk in self._emit(self.builder.end_attempt()):
                     yield chunk
+            for chunk in self._emit(self._calls_told_as_results(attempt)):
+                yield chunk
             spent.append(AttemptUsage(body["messages"], "".join(attempt.raw), attempt.usage))
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
@@ -236,6 +239,16 @@ class Emulator:
         self.builder.drop_held_text()
         attempt.ungrounded.clear()
         return self.builder.feed(list(made_up), Attempt())  # not cut by the attempt's own second call
+
+    def _calls_told_as_results(self, attempt: Attempt) -> list[Chunk]:
+        """An attempt that wrote nothing but lines of folded results, one of them with a call the conversation
+        has not made and a result made up (``get_weather({"city": "Tokyo"}) returned: ...``): the call it means
+        (toldcalls.py). The lines never reach the client; beside an answer, a made-up line is no call."""
+        plan, builder = self.plan, self.builder
+        if not plan.folded or not plan.tools or builder.calls_withdrawn or builder.has_answer():
+            return []
+        told = told_calls("".join(attempt.raw), plan.tools, plan.made_calls, plan.max_calls)
+        return builder.feed(list(told), attempt) if told else []
 
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream

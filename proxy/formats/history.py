@@ -269,13 +269,18 @@ def _fold_prefix(call: ToolCallRecord | None, name: str, tool_names: Collection[
     return f"- {call.name}({defuse(call.arguments, tool_names)}) {verb}: "
 
 
-_FOLDED_RESULT_LINE = re.compile(r"^[ \t]*(?:- )?[\w.\-]+\(.*\) (?:returned|failed): ", re.MULTILINE)
+_FOLDED_RESULT_LINE = re.compile(r"^[ \t]*(?:- )?([\w.\-]+)\((.*)\) (?:returned|failed): ", re.MULTILINE)
 
 
 def copies_folded_results(text: str) -> bool:
     """``text`` holds a line in the form folded history tells a result in (``- name(args) returned: ...``):
     the model copied the results instead of answering from them."""
     return _FOLDED_RESULT_LINE.search(text) is not None
+
+
+def folded_result_calls(text: str) -> list[tuple[str, str]]:
+    """The calls the lines of ``text`` in the folded results' form name: (tool name, argument text)."""
+    return [(match[1], match[2]) for match in _FOLDED_RESULT_LINE.finditer(text)]
 
 
 def _answered_call(result: Mapping[str, Any], waiting: list[ToolCallRecord]) -> ToolCallRecord | None:
