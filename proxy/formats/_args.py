@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import islice
 from typing import Any
 
@@ -93,7 +93,6 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_SCHEMA_CACHE: OrderedDict[str, Validator | str] = OrderedDict()
 _SCHEMA_CACHE_SIZE = 256  # distinct tool schemas kept compiled per process
 _MAX_CACHED_SCHEMA = 64 * 1024  # characters of a schema's JSON; a larger one is compiled each time
 
@@ -107,14 +106,13 @@ def compiled_schema(schema: Mapping[str, Any]) -> Validator | str:
         return _compile_schema(schema)
     if len(key) > _MAX_CACHED_SCHEMA:
         return _compile_schema(schema)
-    found = _SCHEMA_CACHE.get(key)
-    if found is not None:
-        _SCHEMA_CACHE.move_to_end(key)
-        return found
-    compiled = _SCHEMA_CACHE[key] = _compile_schema(json.loads(key))  # its own copy: nothing shared with a request
-    if len(_SCHEMA_CACHE) > _SCHEMA_CACHE_SIZE:
-        _SCHEMA_CACHE.popitem(last=False)
-    return compiled
+    return _compiled_from_key(key)
+
+
+@lru_cache(maxsize=_SCHEMA_CACHE_SIZE)
+def _compiled_from_key(key: str) -> Validator | str:
+    """The schema whose canonical JSON is ``key``, compiled from its own copy: nothing shared with a request."""
+    return _compile_schema(json.loads(key))
 
 
 def _compile_schema(schema: Mapping[str, Any]) -> Validator | str:
