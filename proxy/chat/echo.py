@@ -162,8 +162,9 @@ class EchoFilter:
         self._released = False  # the current segment is known not to be an echo: pass it through
         self._words: list[str] = []
         self._misses = 0  # words (the first two) and trigrams of the segment the instructions lack
-        # every word of the segment so far is a word of toolshim's notes (a stream holds it: a paraphrase)
-        self._notes_only = max_misses < MAX_MISSES
+        # every word of the segment so far is a word of toolshim's notes (a stream holds it: a paraphrase; a
+        # buffered answer holds every segment up to MAX_MISSES anyway)
+        self._notes_only = True
         self._run = 0  # known trigrams in a row, now
         self._best_run = 0  # ... and the longest such run in the segment
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
@@ -260,7 +261,7 @@ class EchoFilter:
         words = self._words + [word.casefold() for word in _WORD.findall(self._pending)]
         self._held, self._pending, self._released, self._words = "", "", False, []
         self._misses = self._run = self._best_run = 0
-        self._notes_only = self._max_misses < MAX_MISSES
+        self._notes_only = True
         if released:
             return held
         if not held.strip() or not words:  # blanks, or punctuation only ("---"): they go with their neighbours
