@@ -274,7 +274,7 @@ def test_only_calls_the_conversation_has_not_made_are_told_calls() -> None:
     spec = ToolSpec("get_weather", "Weather.", {"properties": {"city": {"type": "string"}}, "required": ["city"]})
     text = '- get_weather({"city": "Madrid"}) returned: 21\nget_weather({"city": "Tokyo"}) returned: 20\n'
     made = {call_key("get_weather", '{"city": "Madrid"}')}
-    [tokyo] = told_calls(text, [spec], made, 1)
+    [tokyo] = told_calls(text, [spec], lambda: made, 1)
     assert json.loads(tokyo.arguments) == {"city": "Tokyo"}
-    assert told_calls(text, [spec], made | {call_key("get_weather", {"city": "Tokyo"})}, 1) == []
-    assert told_calls('nope({"x": 1}) returned: 2', [spec], made, 1) == []  # a tool nobody offered
+    assert told_calls(text, [spec], lambda: made | {call_key("get_weather", {"city": "Tokyo"})}, 1) == []
+    assert told_calls('nope({"x": 1}) returned: 2', [spec], lambda: made, 1) == []  # a tool nobody offered

@@ -71,9 +71,9 @@ class EmulationPlan:
     answer_body: dict[str, Any] = field(default_factory=dict)  # the body for a plain answer: no tools, no stops
     wrapper_tags: tuple[str, ...] = ()  # the tags of the result wrappers rendered: never shown to the client
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
-    # folded: the calls (repeats.call_key) the conversation holds; a result line the model writes for another
-    # is the call it means (toldcalls.py)
-    made_calls: frozenset[str] = frozenset()
+    # folded: the calls (repeats.call_key) the conversation holds, worked out only when the model wrote a result
+    # line; one it writes for another call is the call it means (toldcalls.py)
+    made_calls: Callable[[], frozenset[str]] = field(default=frozenset, compare=False, repr=False)
     grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
     off_topic: bool = False  # the latest user message shares no word with any tool offered (grounded plans only)
     # the tools the latest user message shares no word with (grounded plans only): after tool results, a call of
@@ -238,7 +238,7 @@ def build_plan(
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
-        made_calls=frozenset(calls_in_order(turn.messages)) if folded else frozenset(),
+        made_calls=lambda: frozenset(calls_in_order(turn.messages)),
         grounds=Grounds.of_messages(turn.messages) if grounded else None,
         off_topic=grounded and relates_to_no_tool(offered, question),
         unasked=unasked_tools(offered, question) if grounded else frozenset(),

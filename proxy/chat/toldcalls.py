@@ -11,18 +11,24 @@ parser, whose JSON it is); a line that repeats a call already made is a copy of 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..formats import CALL_CLOSE, CALL_OPEN, ToolCallEnd, ToolSpec, get_format
 from ..formats.history import folded_result_calls
 from .repeats import call_key
 
 
-def told_calls(text: str, tools: Sequence[ToolSpec], made: Collection[str], max_calls: int) -> list[ToolCallEnd]:
-    """The calls ``text`` names in folded result lines that are not among the ``made`` ones (``call_key``),
-    at most ``max_calls``, each valid for one of ``tools``."""
-    fresh = [(name, args) for name, args in folded_result_calls(text) if call_key(name, args) not in made]
-    if not fresh or not tools:
+def told_calls(
+    text: str, tools: Sequence[ToolSpec], made: Callable[[], Collection[str]], max_calls: int
+) -> list[ToolCallEnd]:
+    """The calls ``text`` names in folded result lines that are not among the ``made()`` ones (``call_key``;
+    asked for only when there are such lines), at most ``max_calls``, each valid for one of ``tools``."""
+    lines = folded_result_calls(text)
+    if not lines or not tools:
+        return []
+    made_keys = made()
+    fresh = [(name, args) for name, args in lines if call_key(name, args) not in made_keys]
+    if not fresh:
         return []
     markup = "".join(
         f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n{CALL_CLOSE}\n'
