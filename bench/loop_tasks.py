@@ -280,6 +280,51 @@ def search_products(args: Args) -> dict[str, Any]:
     return {"results": found}
 
 
+FLIGHTS = {
+    "lh400": {"flight": "LH400", "status": "delayed", "delay_minutes": 35, "gate": "B22"},
+    "ba117": {"flight": "BA117", "status": "on time", "delay_minutes": 0, "gate": "A7"},
+}
+
+
+def get_flight_status(args: Args) -> dict[str, Any]:
+    return FLIGHTS[_find(FLIGHTS, re.sub(r"[^a-z0-9]", "", _text(args, "flight_number", "flight").casefold()))]
+
+
+def book_table(args: Args) -> dict[str, Any]:
+    """Every table at 20:00 is taken: the answer must say so (and offer 21:30), not claim a booking."""
+    return {"booked": False, "reason": "fully booked at 20:00", "next_free_time": "21:30"}
+
+
+INVENTORY = {"blue mug": 0, "red mug": 12}
+
+
+def check_stock(args: Args) -> dict[str, Any]:
+    item = _find(INVENTORY, _text(args, "item", "product", "name").casefold())
+    return {"item": item, "in_stock": INVENTORY[item]}
+
+
+USERS = {"bob@example.com": "U-77"}
+USER_ORDERS = {"u-77": ["A-301", "A-322", "A-340"]}
+
+
+def find_user(args: Args) -> dict[str, Any]:
+    email = _find(USERS, _text(args, "email").casefold())
+    return {"user_id": USERS[email], "email": email, "name": "Bob Stone"}
+
+
+def list_orders(args: Args) -> dict[str, Any]:
+    orders = USER_ORDERS[_find(USER_ORDERS, _text(args, "user_id", "id").casefold())]
+    return {"orders": orders, "count": len(orders)}
+
+
+POPULATIONS = {"lisbon": 545_000, "porto": 232_000}
+
+
+def get_population(args: Args) -> dict[str, Any]:
+    city = _find(POPULATIONS, _text(args, "city"))
+    return {"city": city.title(), "population": POPULATIONS[city]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -407,6 +452,45 @@ TOOLS: dict[str, Tool] = {
             "Search the shop's catalog; each result has a name, a kind and a price in USD.",
             _obj({"query": STR}, ["query"]),
             search_products,
+        ),
+        Tool(
+            "get_flight_status",
+            "Get the live status of a flight by its flight number: on time or delayed, the delay, the gate.",
+            _obj({"flight_number": {"type": "string", "description": "e.g. BA117"}}, ["flight_number"]),
+            get_flight_status,
+        ),
+        Tool(
+            "book_table",
+            "Book a table at a restaurant.",
+            _obj(
+                {"restaurant": STR, "people": {"type": "integer"}, "time": {"type": "string", "description": "HH:MM"}},
+                ["restaurant", "people", "time"],
+            ),
+            book_table,
+        ),
+        Tool(
+            "check_stock",
+            "How many units of an item the shop has in stock.",
+            _obj({"item": STR}, ["item"]),
+            check_stock,
+        ),
+        Tool(
+            "find_user",
+            "Find a customer account by email address: its user id and name.",
+            _obj({"email": STR}, ["email"]),
+            find_user,
+        ),
+        Tool(
+            "list_orders",
+            "List the orders a customer has placed, by user id.",
+            _obj({"user_id": {"type": "string", "description": "e.g. U-12"}}, ["user_id"]),
+            list_orders,
+        ),
+        Tool(
+            "get_population",
+            "Get the number of people living in a city.",
+            _obj({"city": STR}, ["city"]),
+            get_population,
         ),
     )
 }
@@ -715,4 +799,79 @@ FRESH: tuple[Task, ...] = (
         summary="a poem: no tool",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH)}
+# Written 2026-11-28 before any run on them, with six new tools: a delay, a booking that fails, a stock
+# of zero, two lookups in a chain, a sum to split, two cities' figures, a translation that needs no tool
+# (``--tasks unseen``).
+UNSEEN: tuple[Task, ...] = (
+    Task(
+        "flight_delay",
+        "Is flight LH400 on time?",
+        ("get_flight_status", "book_table"),
+        (called("get_flight_status", "400"), not_called("book_table"), says_word("delay", "late", "35")),
+        summary="a flight that is 35 minutes late",
+    ),
+    Task(
+        "table_full",
+        "Book a table for 2 at Luigi's tonight at 20:00.",
+        ("book_table", "get_flight_status"),
+        (
+            called("book_table", "luigi"),
+            says_word(
+                "fully booked", "not available", "unavailable", "no table", "21:30", "9:30", "could not", "couldn"
+            ),
+        ),
+        summary="a booking the restaurant refuses: the answer says so",
+    ),
+    Task(
+        "mug_stock",
+        "Is the blue mug in stock?",
+        ("check_stock", "search_products"),
+        (
+            called("check_stock", "blue"),
+            says_word("out of stock", "not in stock", "sold out", "0 ", "zero", "none", "no blue", "not available"),
+        ),
+        summary="an item with none left",
+    ),
+    Task(
+        "user_orders",
+        "How many orders has bob@example.com placed?",
+        ("find_user", "list_orders"),
+        (called("find_user", "bob@example.com"), called("list_orders", "u-77"), says_number("3")),
+        summary="the second call needs the first result's user id (3 orders)",
+    ),
+    Task(
+        "split_bill",
+        "Split a bill of 86.40 dollars evenly between 3 people. Use the calculator.",
+        ("calculator", "convert_currency"),
+        (called("calculator"), not_called("convert_currency"), says_number("28.8", "28.80")),
+        summary="a division through the calculator (28.80)",
+    ),
+    Task(
+        "two_populations",
+        "How many people live in Lisbon and in Porto?",
+        ("get_population", "get_weather"),
+        (
+            called("get_population", "lisbon"),
+            called("get_population", "porto"),
+            says_number("545000", "545"),
+            says_number("232000", "232"),
+        ),
+        summary="two independent lookups of the same tool",
+    ),
+    Task(
+        "on_time",
+        "My flight is BA117. Which gate does it leave from?",
+        ("get_flight_status", "get_weather"),
+        (called("get_flight_status", "117"), not_called("get_weather"), says_word("a7")),
+        summary="one field of a result (gate A7)",
+    ),
+    Task(
+        "translate",
+        "How do you say 'thank you' in Spanish?",
+        ("define_word", "get_weather"),
+        (no_calls, says_word("gracias")),
+        needs_tool=False,
+        summary="a translation: no tool",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN)}

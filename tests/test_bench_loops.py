@@ -26,7 +26,7 @@ from bench.agent_loops import (
     usage_tokens,
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
-from bench.loop_tasks import FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, Call, Toolbox, number_in
+from bench.loop_tasks import FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, UNSEEN, Call, Toolbox, number_in
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +93,23 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "Berlin: 14:05; New York: 08:05.",
     ),
     "haiku": ([], "Red leaves drift and fall / the maple lets go softly / autumn holds its breath"),
+    "flight_delay": ([("get_flight_status", {"flight_number": "LH 400"})], "LH400 is delayed by 35 minutes."),
+    "table_full": (
+        [("book_table", {"restaurant": "Luigi's", "people": 2, "time": "20:00"})],
+        "Luigi's is fully booked at 20:00; a table is free at 21:30.",
+    ),
+    "mug_stock": ([("check_stock", {"item": "blue mug"})], "The blue mug is out of stock."),
+    "user_orders": (
+        [("find_user", {"email": "bob@example.com"}), ("list_orders", {"user_id": "U-77"})],
+        "Bob has placed 3 orders.",
+    ),
+    "split_bill": ([("calculator", {"expression": "86.40 / 3"})], "Each person pays $28.80."),
+    "two_populations": (
+        [("get_population", {"city": "Lisbon"}), ("get_population", {"city": "Porto"})],
+        "Lisbon has 545,000 people and Porto 232,000.",
+    ),
+    "on_time": ([("get_flight_status", {"flight_number": "BA117"})], "BA117 leaves from gate A7."),
+    "translate": ([], 'In Spanish you say "gracias".'),
 }
 ERROR_RESULTS = {"unknown_order"}  # tasks whose good loop gets an error result (and says so)
 
@@ -110,7 +127,7 @@ def test_every_task_has_a_good_loop_here() -> None:
     assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
 
 
-@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN], ids=lambda t: t.name)
 def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert hasattr(task, "judge")
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
@@ -118,7 +135,9 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert task.judge(answer, box.calls) == []  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("task", [t for t in (*TASKS, *HELD_OUT, *FRESH) if t.needs_tool], ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN) if t.needs_tool], ids=lambda t: t.name
+)
 def test_no_call_or_no_result_fails(task: object) -> None:
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
     assert task.judge(answer, []) != []  # type: ignore[attr-defined]
