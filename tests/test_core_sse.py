@@ -6,12 +6,13 @@ upstreams cut their writes at arbitrary byte offsets (the decoder sees decoded t
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from toolshim.wire.sse import DONE, DONE_BYTES, EventTooLarge, SSEDecoder, SSEEvent, encode, encode_json
+from toolshim.wire.sse import DONE, DONE_BYTES, EventTooLarge, PayloadReader, SSEDecoder, SSEEvent, encode, encode_json
 
 
 def decode_pieces(pieces: list[str]) -> list[SSEEvent]:
@@ -192,3 +193,60 @@ def test_events_before_the_large_one_in_the_same_chunk_come_with_the_error() -> 
     with pytest.raises(EventTooLarge) as caught:
         decoder.decode("data: a\n\ndata: b\n\ndata: " + "x" * 40 + "\n\ndata: c\n\n")
     assert caught.value.events == [SSEEvent("a"), SSEEvent("b")]
+
+
+# ---- PayloadReader: an upstream's event stream as bytes in any split --------------------------------
+
+FINISH = '{"choices":[{"delta":{},"finish_reason":"stop"}]}'
+PIECE = '{"choices":[{"delta":{"content":"h\\u00e9"}}]}'
+
+
+def read_payloads(raw: bytes, cuts: list[int], limit: int = 1 << 20) -> tuple[list[str], str | None, int]:
+    """The payloads, the failure's code, and how many pieces were fed before the reader was over."""
+    reader = PayloadReader("up", limit)
+    bounds = [0, *sorted(cuts), len(raw)]
+    payloads: list[str] = []
+    fed = 0
+    for start, stop in itertools.pairwise(bounds):
+        if reader.over:
+            break
+        payloads += reader.feed(raw[start:stop])
+        fed += 1
+    payloads += reader.end()
+    failure = reader.failure()
+    return payloads, (failure.code if failure is not None else None), fed
+
+
+@given(st.lists(st.integers(min_value=0, max_value=120), max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_payload_reader_gives_the_same_payloads_for_any_split(cuts: list[int]) -> None:
+    raw = f"data: {PIECE}\r\n\r\n: keep-alive\n\ndata: {FINISH}\n\ndata: [DONE]\n\n".encode()
+    cuts = [c for c in cuts if c <= len(raw)]
+    payloads, failure, _ = read_payloads(raw, cuts)
+    assert payloads == [PIECE, FINISH] and failure is None  # "é" split inside its UTF-8 bytes too
+
+
+def test_payload_reader_reads_nothing_after_done() -> None:
+    raw = f"data: {PIECE}\n\ndata: [DONE]\n\n".encode() + b"data: late\n\n"
+    payloads, failure, fed = read_payloads(raw, [len(raw) - 4])
+    assert (payloads, failure, fed) == ([PIECE], None, 1)
+
+
+def test_payload_reader_an_end_without_finish_or_done_is_a_failure() -> None:
+    assert read_payloads(f"data: {PIECE}\n\n".encode(), []) == ([PIECE], "upstream_protocol_error", 1)
+    assert read_payloads(f"data: {FINISH}".encode(), [])[:2] == ([FINISH], None)  # unterminated, still counts
+
+
+def test_payload_reader_an_error_event_ends_it_after_the_payloads_before() -> None:
+    raw = f'data: {PIECE}\n\nerror: {{"code": 500, "message": "model crashed"}}\n\ndata: {PIECE}\n\n'.encode()
+    reader = PayloadReader("up", 1 << 20)
+    assert reader.feed(raw) == [PIECE] and reader.over
+    failure = reader.failure()
+    assert failure is not None and "model crashed" in failure.message
+    assert reader.feed(b"data: more\n\n") == [] and reader.end() == []
+
+
+def test_payload_reader_an_event_past_the_limit_fails_at_once() -> None:
+    raw = f"data: {PIECE}\n\ndata: ".encode() + b"x" * 200
+    payloads, failure, fed = read_payloads(raw, [len(raw) - 50], limit=100)
+    assert (payloads, failure, fed) == ([PIECE], "upstream_event_too_large", 1)

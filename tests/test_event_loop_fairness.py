@@ -122,3 +122,64 @@ async def test_healthz_answers_while_worst_output_is_parsed(
     bound = max(0.5, seconds / 5)
     assert max(latencies) < bound, f"/healthz took up to {max(latencies):.2f} s during a {seconds:.2f} s stream"
     assert len(latencies) >= 3, f"the stream took only {seconds:.2f} s: too short to show anything"
+
+
+class _Pieces:
+    """A stream's reader of its own pieces (bytes as payloads): never over, nothing held at the end."""
+
+    over = False
+
+    def feed(self, piece: bytes) -> list[str]:
+        return [piece.decode()]
+
+    def end(self) -> list[str]:
+        return []
+
+    def failure(self) -> None:
+        return None
+
+
+async def _read_all(pieces: object, monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], int]:
+    """The payloads of a stream over ``pieces``, and how many times pacing yielded to the loop."""
+    from toolshim.upstream import base
+
+    yields = 0
+    real_sleep = asyncio.sleep
+
+    async def counted_sleep(delay: float) -> None:
+        nonlocal yields
+        yields += delay == 0
+        await real_sleep(delay)
+
+    monkeypatch.setattr(base.asyncio, "sleep", counted_sleep)
+    stream = base.UpstreamStream("up", base.Body(pieces, _Pieces(), lambda: None), None, time.perf_counter())  # type: ignore[arg-type]
+    payloads = [payload async for payload in stream]
+    return payloads, yields
+
+
+async def test_a_stream_whose_reads_wait_is_not_paced_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tokens that come slower than the pace (a model generating) each let the loop run while awaited:
+    pacing adds no yield of its own, which would wake the whole request once more per token."""
+    from toolshim.upstream.base import PACE_SECONDS
+
+    async def slow() -> object:
+        for i in range(5):
+            await asyncio.sleep(PACE_SECONDS * 2)
+            yield f"t{i}".encode()
+
+    payloads, yields = await _read_all(slow(), monkeypatch)
+    assert payloads == ["t0", "t1", "t2", "t3", "t4"] and yields == 0
+
+
+async def test_a_stream_read_without_waiting_still_yields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces already buffered (a fast upstream) never let the loop run by themselves: past the pace's
+    time of work the stream yields."""
+    from toolshim.upstream.base import PACE_SECONDS
+
+    async def buffered() -> object:
+        for i in range(4):
+            time.sleep(PACE_SECONDS * 1.5)  # the work of parsing a big piece, with no wait between pieces
+            yield f"t{i}".encode()
+
+    payloads, yields = await _read_all(buffered(), monkeypatch)
+    assert len(payloads) == 4 and yields >= 3

@@ -16,7 +16,7 @@ from ..chat import modes
 from ..chat.turn import ChatTurn
 from ..observe.redact import REDACTOR
 from ..wire.errors import ErrorView, InvalidRequest, NotFound
-from ..wire.sse import encode_event
+from ..wire.sse import encode_json
 from .events import Event, ResponseAssembler
 from .ids import check_id
 from .record import StoredResponse
@@ -183,4 +183,4 @@ class Exchange:
 
 
 def encode(event: Event) -> bytes:
-    return REDACTOR.redact_bytes(encode_event(str(event["type"]), event))
+    return REDACTOR.redact_bytes(encode_json(event, str(event["type"])))

@@ -4,11 +4,18 @@ Streams yield payloads: the ``data`` text of the upstream's SSE events (``[DONE]
 not yielded), or chunk dicts where the client library already built them (litellm). Closing a
 stream closes its connection, which is how a model server learns to stop generating.
 
+A client hands its stream a ``Body``: the pieces its library reads off the connection and a sans-IO
+``PayloadReader`` that undoes their framing (``wire.sse.PayloadReader`` for event streams). The stream
+is the one loop between the network and its reader: the payloads of a piece are handed on from here,
+not through a generator of each client's own (one frame less to resume for every piece).
+
 A stream also paces its reader (``pace``): an upstream that sends faster than the answer is parsed
 always has the next payload buffered, so reading it never waits and the loop would run this one
 request until its end, holding /healthz and every other request. After each payload the reader has
 handled, and wherever it calls ``pace`` inside one, the stream yields to the event loop once
-``PACE_SECONDS`` of work have gone by since it last did.
+``PACE_SECONDS`` have gone by since the loop last ran others: since its last yield here, or since a
+read that had to wait for the network (a callback queued before the read has run by then). A
+stream whose every read waits, a model generating token by token, never yields twice for one.
 
 ``open_stream`` adds the rule's ``first_token_timeout``: the headers and then the first token
 (content, reasoning, a call, or the finish) must come within it, else ``FirstTokenTimeout``.
@@ -18,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..observe.context import count_upstream_call
@@ -70,26 +78,54 @@ def report(
         observer(name, outcome or outcome_of(error), time.perf_counter() - started, status)
 
 
+class PayloadReader(Protocol):
+    """Sans-IO: the pieces of an upstream's answer in, its payloads out (see ``wire.sse.PayloadReader``)."""
+
+    over: bool  # the answer ended (its end marker, or a failure): nothing after this is read
+
+    def feed(self, piece: Any) -> Sequence[Payload]: ...
+
+    def end(self) -> Sequence[Payload]:
+        """The connection's end: what was still held."""
+        ...
+
+    def failure(self) -> ProxyError | None:
+        """What the answer ended in, when not a clean end."""
+        ...
+
+
+def _nothing() -> None:
+    return None
+
+
+def _not_ours(_exc: Exception) -> ProxyError | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """Where a stream's payloads come from."""
+
+    pieces: AsyncIterator[Any]  # what the client library reads off the connection
+    reader: PayloadReader
+    close: Callable[[], Any]  # drop the connection (may return an awaitable): generation stops
+    release: Callable[[], None] = _nothing  # after a clean end: the connection may be used again
+    error: Callable[[Exception], ProxyError | None] = _not_ours  # the library's failure as ours
+
+
 class UpstreamStream:
     """A started upstream stream: iterate for event payloads; always ``aclose`` it."""
 
-    def __init__(
-        self,
-        name: str,
-        payloads: AsyncIterator[Payload],
-        closer: Callable[[], Any],
-        observer: Observer | None,
-        started: float,
-    ) -> None:
+    def __init__(self, name: str, body: Body, observer: Observer | None, started: float) -> None:
         self.name = name
-        self._payloads = payloads
-        self._closer = closer
+        self._body = body
         self._observer = observer
         self._started = started
         self._finished = False
         self._first_token_by: float | None = None  # loop time by which a token must have come
         self._first_token_timeout = 0.0
         self._paced_at = time.perf_counter()
+        self._loop_ran: list[None] = []  # filled by a callback queued before a read: the loop ran meanwhile
 
     def expect_first_token(self, deadline: float, seconds: float) -> None:
         """Until a payload starts the answer, waiting past ``deadline`` (loop time) is a ``FirstTokenTimeout``."""
@@ -99,33 +135,50 @@ class UpstreamStream:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Payload]:
+        body, reader, loop_ran = self._body, self._body.reader, self._loop_ran
+        call_soon = asyncio.get_running_loop().call_soon
         try:
-            while True:
-                try:  # no first-token wait: the payloads at first hand, a frame less to resume per event
-                    payload = await (self._next() if self._first_token_by is not None else anext(self._payloads))
+            while not reader.over:
+                call_soon(loop_ran.append, None)  # list.append: no frame of ours for the loop to run
+                try:  # no first-token wait: the library's pieces at first hand
+                    piece = await (anext(body.pieces) if self._first_token_by is None else self._first_piece())
                 except StopAsyncIteration:
                     break
+                if loop_ran:  # the read waited: others ran, a new slice of time starts here
+                    loop_ran.clear()
+                    self._paced_at = time.perf_counter()
+                for payload in reader.feed(piece):
+                    if self._first_token_by is not None and _starts_answer(payload):
+                        self._first_token_by = None
+                    yield payload
+                    await self.pace()
+            for payload in reader.end():
                 yield payload
-                await self.pace()
+            failure = reader.failure()
+            if failure is not None:
+                raise failure
+            body.release()
             self._report(None)
         except ProxyError as exc:
             self._report(exc)
             raise
+        except Exception as exc:
+            mapped = body.error(exc)
+            if mapped is None:
+                raise
+            self._report(mapped)
+            raise mapped from None
 
-    async def _next(self) -> Payload:
-        if self._first_token_by is None:
-            return await anext(self._payloads)
+    async def _first_piece(self) -> Any:
+        assert self._first_token_by is not None
         scope = asyncio.timeout_at(self._first_token_by)
         try:
             async with scope:
-                payload = await anext(self._payloads)
+                return await anext(self._body.pieces)
         except TimeoutError:
             if scope.expired():
                 raise _first_token_error(self.name, self._first_token_timeout) from None
             raise
-        if _starts_answer(payload):
-            self._first_token_by = None
-        return payload
 
     async def pace(self) -> None:
         """Yield to the event loop when ``PACE_SECONDS`` have passed since the last yield here.
@@ -134,13 +187,14 @@ class UpstreamStream:
         little more frequent (one ``sleep(0)`` costs microseconds)."""
         if time.perf_counter() - self._paced_at >= PACE_SECONDS:
             await asyncio.sleep(0)
+            self._loop_ran.clear()
             self._paced_at = time.perf_counter()
 
     async def aclose(self) -> None:
         """Close the connection now (stops generation upstream); idempotent."""
         if not self._finished:
             self._report(_Cancelled())
-        result = self._closer()
+        result = self._body.close()
         if hasattr(result, "__await__"):
             await result
 

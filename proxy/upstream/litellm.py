@@ -16,7 +16,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from ..config.allowlist import chat_body
@@ -32,7 +33,7 @@ from ..wire.errors import (
     UpstreamUnavailable,
     retry_after_headers,
 )
-from .base import Observer, UpstreamStream, report
+from .base import Body, Observer, UpstreamStream, report
 from .delta import Payload
 
 log = logging.getLogger(__name__)
@@ -137,19 +138,10 @@ class LiteLLMUpstream:
             error = _map_error(exc, self.name)
             self._observe(started, error)
             raise error from None
-        return UpstreamStream(
-            self.name, self._payloads(response), getattr(response, "aclose", _noop), self._observer, started
+        read = Body(
+            aiter(response), _Chunks(), getattr(response, "aclose", _noop), error=partial(_map_error, name=self.name)
         )
-
-    async def _payloads(self, response: Any) -> AsyncIterator[Payload]:
-        """Chunk dicts as litellm built them: the emulated path reads them without a JSON round trip."""
-        try:
-            async for chunk in response:
-                yield _to_dict(chunk)
-        except ProxyError:
-            raise
-        except Exception as exc:
-            raise _map_error(exc, self.name) from None
+        return UpstreamStream(self.name, read, self._observer, started)
 
     async def forward(self, method: str, path: str, body: bytes, content_type: str | None) -> Any:
         raise InvalidRequest(
@@ -160,6 +152,21 @@ class LiteLLMUpstream:
 
 async def _noop() -> None:
     return None
+
+
+class _Chunks:
+    """The chunks as litellm built them, as dicts: the emulated path reads them without a JSON round trip."""
+
+    over = False
+
+    def feed(self, chunk: Any) -> list[Payload]:
+        return [_to_dict(chunk)]
+
+    def end(self) -> list[Payload]:
+        return []
+
+    def failure(self) -> ProxyError | None:
+        return None
 
 
 def _to_dict(obj: Any) -> dict[str, Any]:

@@ -14,13 +14,12 @@ tracing tells us it was queued for the pool rather than connecting.
 
 from __future__ import annotations
 
-import codecs
 import io
 import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,18 +30,19 @@ from ..config.fields import for_upstream
 from ..config.rules import UpstreamConfig
 from ..observe.redact import REDACTOR
 from ..wire.errors import (
+    ProxyError,
     UpstreamBusy,
     UpstreamDisconnected,
     UpstreamProtocolError,
     UpstreamTimeout,
     UpstreamUnavailable,
-    stream_error,
     upstream_http_error,
+    upstream_too_large,
 )
 from ..wire.headers import relayable
 from ..wire.jsoncodec import dumps
-from ..wire.sse import DONE, EventTooLarge, SSEDecoder, SSEEvent
-from .base import Observer, UpstreamStream, report
+from ..wire.sse import PayloadReader
+from .base import Body, Observer, UpstreamStream, report
 
 DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
 # The tokenizer endpoints that count usage (at the server's root, not under /v1): path and text field.
@@ -50,8 +50,6 @@ _TOKENIZERS = {"llama.cpp": ("/tokenize", "content"), "llama-cpp-python": ("/ext
 _NO_TOKENIZER = frozenset({400, 404, 405, 422, 501})  # the server has no such endpoint (or another one)
 _TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
-# A finish_reason with a string value: the answer is complete even if [DONE] never comes.
-_FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 _LARGE_BODY = 1024 * 1024  # aiohttp writes bytes bodies in one go; a file-like one in pieces
 _ERROR_BODY_BYTES = 64 * 1024  # what is read of an upstream error body (its message is cut to 2,000 characters)
 _PLAIN_PATH = re.compile(r"(/[a-z][a-z_]*)+")
@@ -62,7 +60,7 @@ def _payload(data: bytes) -> bytes | io.BytesIO:
     return data if len(data) < _LARGE_BODY else io.BytesIO(data)
 
 
-def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> Exception:
+def _map_client_error(exc: BaseException, name: str, *, connected: bool = False) -> ProxyError:
     """aiohttp/asyncio failures → our errors. The message names the upstream, not its URL or key.
 
     ``connected``: the failure came while reading an answer, so the upstream was reachable and
@@ -227,44 +225,21 @@ class OpenAIUpstream:
         try:
             resp = await self._post_chat(body)
             await self._raise_for_status(resp)
+            reader = self._reader(resp)
         except Exception as exc:
             self._observe(started, exc)
             raise
-        if "text/event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
-            body_stream = _single_body_as_stream(resp, self.name, self.max_event_bytes)
-            return UpstreamStream(self.name, body_stream, resp.close, self._observer, started)
-        return UpstreamStream(self.name, self._payloads(resp), resp.close, self._observer, started)
+        read = Body(resp.content.iter_any(), reader, resp.close, resp.release, partial(_read_error, name=self.name))
+        return UpstreamStream(self.name, read, self._observer, started)
 
-    async def _payloads(self, resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
-        """Event payloads until [DONE]. A body that ends before [DONE] and before any
-        ``finish_reason`` was cut short (a crashed server): that is an error, not a clean end."""
-        decoder = SSEDecoder(self.max_event_bytes)
-        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        finished = False
-        try:
-            async for raw in resp.content.iter_any():
-                events, too_large = _decode(decoder, utf8.decode(raw))
-                for event in events:
-                    if event.data == DONE:
-                        return
-                    finished = finished or _finishes(event)
-                    yield event.data
-                if too_large is not None:
-                    raise too_large
-            for event in decoder.decode(utf8.decode(b"", final=True)) + decoder.flush():
-                if event.data == DONE:
-                    return
-                finished = finished or _finishes(event)
-                yield event.data
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise _map_client_error(exc, self.name, connected=True) from None
-        except EventTooLarge:
-            resp.close()  # drop the connection: reading the rest of the event would cost as much
-            raise _too_large(self.name, self.max_event_bytes) from None
-        finally:
-            resp.release()
-        if not finished:
-            raise UpstreamProtocolError(f"upstream '{self.name}' ended the stream before the answer was finished")
+    def _reader(self, resp: aiohttp.ClientResponse) -> PayloadReader | _WholeBody:
+        """Event streams are read as such; some servers ignore ``stream: true`` and send one JSON body."""
+        if "text/event-stream" in resp.headers.get("Content-Type", "text/event-stream"):
+            return PayloadReader(self.name, self.max_event_bytes)
+        if resp.content_length is not None and resp.content_length > self.max_event_bytes:
+            resp.close()
+            raise upstream_too_large(self.name, self.max_event_bytes)
+        return _WholeBody(self.name, self.max_event_bytes)
 
     async def count_tokens(self, text: str, model: str) -> int | None:
         """Tokens in ``text`` by the server's tokenizer endpoint (the rule's ``tokenizer``; ``auto``
@@ -334,36 +309,50 @@ class OpenAIUpstream:
         return resp
 
 
-def _finishes(event: SSEEvent) -> bool:
-    """Does this event end the answer? A finish_reason does; an error event raises with its message."""
-    if event.event == "error":
-        raise stream_error(event.data)
-    return _FINISHED.search(event.data) is not None
+def _read_error(exc: Exception, name: str) -> ProxyError | None:
+    """A failure while reading an answer: the upstream was reachable and dropped or stalled."""
+    if isinstance(exc, TimeoutError | aiohttp.ClientError):
+        return _map_client_error(exc, name, connected=True)
+    return None
 
 
-def _decode(decoder: SSEDecoder, text: str) -> tuple[list[SSEEvent], EventTooLarge | None]:
-    """The events in ``text``; an event past the cap comes back after the complete ones before it."""
-    try:
-        return decoder.decode(text), None
-    except EventTooLarge as exc:
-        return exc.events, exc
+class _WholeBody:
+    """Sans-IO: a stream request answered with one JSON body, relayed as one event (``PayloadReader``).
 
+    Only a chat completion (or an error) is: any other 200 body (an HTML page, ``{}``, text) would
+    read as an empty answer, so it is an ``UpstreamProtocolError``. A body past ``limit`` bytes fails
+    as soon as it does, as one event past it would."""
 
-async def _single_body_as_stream(resp: aiohttp.ClientResponse, name: str, limit: int) -> AsyncIterator[str]:
-    """Some servers ignore ``stream: true`` and answer with one JSON body: relay it as one event.
+    def __init__(self, name: str, limit: int) -> None:
+        self._name, self._limit = name, limit
+        self._body = bytearray()
+        self._failure: ProxyError | None = None
+        self.over = False
 
-    Only a chat completion (or an error) is: any other 200 body (an HTML page, ``{}``, text)
-    would read as an empty answer, so it is an ``UpstreamProtocolError``."""
-    text = (await _read_capped(resp, name, limit)).decode("utf-8", "replace")
-    try:
-        body = json.loads(text)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not (isinstance(body.get("choices"), list) or "error" in body):
-        raise UpstreamProtocolError(
-            f"upstream '{name}' answered a stream request with a body that is not a chat completion"
+    def feed(self, piece: bytes) -> list[str]:
+        self._body += piece
+        if len(self._body) > self._limit:
+            self._failure, self.over = upstream_too_large(self._name, self._limit), True
+        return []
+
+    def end(self) -> list[str]:
+        if self.over:
+            return []
+        self.over = True
+        text = self._body.decode("utf-8", "replace")
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and (isinstance(body.get("choices"), list) or "error" in body):
+            return [text]
+        self._failure = UpstreamProtocolError(
+            f"upstream '{self._name}' answered a stream request with a body that is not a chat completion"
         )
-    yield text
+        return []
+
+    def failure(self) -> ProxyError | None:
+        return self._failure
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, name: str, limit: int) -> bytes:
@@ -372,25 +361,17 @@ async def _read_capped(resp: aiohttp.ClientResponse, name: str, limit: int) -> b
     try:
         if resp.content_length is not None and resp.content_length > limit:
             resp.close()
-            raise _too_large(name, limit)
+            raise upstream_too_large(name, limit)
         async for piece in resp.content.iter_any():
             body += piece
             if len(body) > limit:
                 resp.close()
-                raise _too_large(name, limit)
+                raise upstream_too_large(name, limit)
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise _map_client_error(exc, name, connected=True) from None
     finally:
         resp.release()
     return bytes(body)
-
-
-def _too_large(name: str, limit: int) -> UpstreamProtocolError:
-    return UpstreamProtocolError(
-        f"upstream '{name}' sent an answer or event larger than the limit of {limit} bytes "
-        "(TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES)",
-        code="upstream_event_too_large",
-    )
 
 
 def relay_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:

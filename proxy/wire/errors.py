@@ -264,6 +264,15 @@ def _type_for_status(status: int) -> str:
     return "invalid_request_error" if 400 <= status < 500 else "upstream_error"
 
 
+def upstream_too_large(upstream: str, limit: int) -> UpstreamProtocolError:
+    """An upstream's answer, or one event of its stream, passed ``TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES``."""
+    return UpstreamProtocolError(
+        f"upstream '{upstream}' sent an answer or event larger than the limit of {limit} bytes "
+        "(TOOLSHIM_MAX_UPSTREAM_EVENT_BYTES)",
+        code="upstream_event_too_large",
+    )
+
+
 def upstream_http_error(status: int, raw: bytes | str, headers: Mapping[str, str] | None = None) -> UpstreamHTTPError:
     """Turn an upstream error response into an error in OpenAI shape, keeping its message.
 

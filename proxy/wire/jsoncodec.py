@@ -22,3 +22,13 @@ def dumps(value: Any) -> bytes:
         return orjson.dumps(value)
     except TypeError:
         return json.dumps(value, separators=(",", ":")).encode("ascii")  # \u-escapes keep it valid UTF-8
+
+
+def dumps_event(value: Any, name: str | None = None) -> bytes:
+    """``value`` as one SSE ``data`` event (compact JSON has no line breaks), named ``name`` if given
+    (``event: <name>``, as the Responses API streams them): a stream's every chunk is encoded in one call."""
+    head = b"data: " if name is None else b"event: " + name.encode() + b"\ndata: "
+    try:
+        return head + orjson.dumps(value) + b"\n\n"
+    except TypeError:
+        return head + dumps(value) + b"\n\n"

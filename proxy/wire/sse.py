@@ -13,18 +13,24 @@ being read, in characters) that grows past the limit raises ``EventTooLarge`` at
 rest arrives, and what was held is dropped; the decoder is finished after that. The exception
 carries the complete events that came before it in the same chunk (``events``), so none is lost.
 The caller (the upstream reader) turns it into an error; an endless line cannot grow memory.
+
+``PayloadReader`` reads an OpenAI-style upstream stream with it: bytes in any split, each event's
+``data`` out, ``[DONE]`` the end, the errors such a stream can end in raised as toolshim's own.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from .jsoncodec import dumps
+from .errors import UpstreamProtocolError, stream_error, upstream_too_large
+from .jsoncodec import dumps_event
 
 DONE = "[DONE]"
 _LINE_END = re.compile(r"\r\n|\r|\n")
+# A finish_reason with a string value: the answer is complete even if [DONE] never comes.
+_FINISHED = re.compile(r'"finish_reason"\s*:\s*"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,70 @@ class SSEDecoder:
             self._event = value
 
 
+class PayloadReader:
+    """Sans-IO: an upstream's OpenAI-style event stream, as bytes in any split, to its events' payloads.
+
+    ``feed`` takes each piece of the body and returns the ``data`` of the events it completed; ``end``
+    takes the end of the body (an unterminated last event still counts). The stream is ``over`` at
+    ``[DONE]`` or at a failure, after the payloads before it: nothing later is read. ``failure`` says
+    what it ended in: an ``error`` event (with the upstream's message), an event past
+    ``max_event_bytes`` (``upstream_event_too_large``), or, once ``end`` was reached, a body that
+    stopped before ``[DONE]`` and before any ``finish_reason`` (a crashed server: not a clean end)."""
+
+    def __init__(self, upstream: str, max_event_bytes: int) -> None:
+        self._upstream = upstream
+        self._limit = max_event_bytes
+        self._decoder = SSEDecoder(max_event_bytes)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._finished = False  # a finish_reason came
+        self._failure: UpstreamProtocolError | None = None
+        self.over = False  # [DONE] or a failure: read no further
+
+    def feed(self, raw: bytes) -> list[str]:
+        if self.over:
+            return []
+        return self._events(raw, final=False)
+
+    def end(self) -> list[str]:
+        if self.over:
+            return []
+        payloads = self._events(b"", final=True)
+        if not self.over and not self._finished:
+            self._failure = UpstreamProtocolError(
+                f"upstream '{self._upstream}' ended the stream before the answer was finished"
+            )
+        self.over = True
+        return payloads
+
+    def failure(self) -> UpstreamProtocolError | None:
+        return self._failure
+
+    def _events(self, raw: bytes, final: bool) -> list[str]:
+        try:
+            events = self._decoder.decode(self._utf8.decode(raw, final))
+            if final:
+                events += self._decoder.flush()
+        except EventTooLarge as exc:
+            payloads = self._payloads(exc.events)
+            if not self.over:
+                self._failure, self.over = upstream_too_large(self._upstream, self._limit), True
+            return payloads
+        return self._payloads(events)
+
+    def _payloads(self, events: list[SSEEvent]) -> list[str]:
+        out: list[str] = []
+        for event in events:
+            if event.data == DONE:
+                self.over = True
+                break
+            if event.event == "error":
+                self._failure, self.over = stream_error(event.data), True
+                break
+            self._finished = self._finished or _FINISHED.search(event.data) is not None
+            out.append(event.data)
+        return out
+
+
 def encode(data: str) -> bytes:
     """One SSE event carrying ``data``; a payload with line breaks becomes several data lines."""
     if "\n" in data or "\r" in data:
@@ -138,14 +208,9 @@ def encode(data: str) -> bytes:
     return b"data: " + data.encode("utf-8") + b"\n\n"
 
 
-def encode_json(payload: Any) -> bytes:
-    """One SSE event carrying ``payload`` as compact JSON (which has no line breaks)."""
-    return b"data: " + dumps(payload) + b"\n\n"
-
-
-def encode_event(name: str, payload: Any) -> bytes:
-    """A named event (``event: <name>``), as the Responses API streams them."""
-    return f"event: {name}\n".encode() + encode_json(payload)
+# One SSE event carrying a payload as compact JSON, ``encode_json(payload, name=None)``; named, as the
+# Responses API streams them. The codec frames it: one call per streamed chunk.
+encode_json = dumps_event
 
 
 DONE_BYTES = encode(DONE)
