@@ -48,10 +48,14 @@ class Redactor:
 
     def __init__(self) -> None:
         self._secrets: tuple[str, ...] = ()
+        self._secret_bytes: tuple[bytes, ...] = ()
+        self.active = False  # any secret known: a stream's every chunk checks this, not a call
 
     def update(self, secrets: Iterable[str | None]) -> None:
         found = {s for s in secrets if s and len(s) >= _MIN_SECRET}
         self._secrets = tuple(sorted(found, key=len, reverse=True))  # longest first: no partial leftovers
+        self._secret_bytes = tuple(s.encode() for s in self._secrets)
+        self.active = bool(self._secrets)
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -60,13 +64,13 @@ class Redactor:
         return text
 
     def redact_bytes(self, data: bytes) -> bytes:
-        for secret in self._secrets:
-            raw = secret.encode()
-            if raw in data:
-                data = data.replace(raw, MASK.encode())
+        for secret in self._secret_bytes:
+            if secret in data:
+                data = data.replace(secret, _MASK_BYTES)
         return data
 
 
+_MASK_BYTES = MASK.encode()
 REDACTOR = Redactor()
 
 

@@ -183,4 +183,5 @@ class Exchange:
 
 
 def encode(event: Event) -> bytes:
-    return REDACTOR.redact_bytes(encode_json(event, str(event["type"])))
+    data = encode_json(event, str(event["type"]))
+    return REDACTOR.redact_bytes(data) if REDACTOR.active else data
