@@ -14,18 +14,19 @@ was found inside it; each feed searches only the held tail plus the new text. No
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-
-from ..formats import find_first
 
 
 class StopMatcher:
     """Cuts a text stream at the first of ``stops``; ``feed`` returns the text that is safe to parse."""
 
-    __slots__ = ("_held", "_stops", "hit")
+    __slots__ = ("_held", "_search", "_stops", "hit")
 
     def __init__(self, stops: Iterable[str]) -> None:
         self._stops = tuple(dict.fromkeys(s for s in stops if s))
+        # One search for all stops: leftmost first, the longest of those starting at one place first.
+        self._search = re.compile("|".join(re.escape(s) for s in sorted(self._stops, key=len, reverse=True))).search
         self._held = ""
         self.hit: str | None = None  # the stop sequence found; nothing is returned after it
 
@@ -41,11 +42,11 @@ class StopMatcher:
         if not self._stops:
             return text
         data = self._held + text
-        found = find_first(data, self._stops)
+        found = self._search(data)
         start = len(data) - _partial_stop_len(data, self._stops)  # where a stop may still be completing
-        if found is not None and found[0] <= start:
-            self._held, self.hit = "", found[1]
-            return data[: found[0]]
+        if found is not None and found.start() <= start:
+            self._held, self.hit = "", found.group()
+            return data[: found.start()]
         # A stop found after the start of one still completing (stops "<" and "><<", text "><" then "<")
         # waits with it: the next feed or ``flush`` decides which comes first.
         self._held = data[start:]
@@ -56,10 +57,10 @@ class StopMatcher:
         held, self._held = self._held, ""
         if self.hit is not None:
             return ""
-        found = find_first(held, self._stops)
+        found = self._search(held) if self._stops else None
         if found is not None:
-            self.hit = found[1]
-            return held[: found[0]]
+            self.hit = found.group()
+            return held[: found.start()]
         return held
 
 
