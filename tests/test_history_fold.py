@@ -13,6 +13,7 @@ import pytest
 from toolshim.formats.history import FOLD_ANSWER, FOLD_FAILED, FOLD_HEADER, FOLD_NEXT, fold_history, tool_failure
 
 from tests.fakes import Reply, text_stream
+from tests.formats.tools import OPENAI_TOOLS
 from tests.test_emulation import FORMAT_NAMES, ask, call_text, emulated, pieces
 
 QUESTION = "What's the weather in Madrid, in Fahrenheit?"
@@ -32,6 +33,11 @@ def loop(*rounds: tuple[list[dict[str, Any]], list[tuple[str, str]]]) -> list[di
 
 
 WEATHER = call("c1", "get_weather", {"city": "Madrid"})
+WEATHER_TOOLS = [OPENAI_TOOLS["get_weather"]]
+CALCULATOR_TOOL = {
+    "type": "function",
+    "function": {"name": "calculator", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}},
+}
 CONVERT = call("c2", "convert", {"celsius": 21})
 
 
@@ -278,3 +284,87 @@ def test_only_calls_the_conversation_has_not_made_are_told_calls() -> None:
     assert json.loads(tokyo.arguments) == {"city": "Tokyo"}
     assert told_calls(text, [spec], lambda: made | {call_key("get_weather", {"city": "Tokyo"})}, 1) == []
     assert told_calls('nope({"x": 1}) returned: 2', [spec], lambda: made, 1) == []  # a tool nobody offered
+
+
+CONVERT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "convert_to_fahrenheit",
+        "description": "Convert a temperature in Celsius to Fahrenheit.",
+        "parameters": {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
+    },
+}
+FLIGHT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_flight_status",
+        "description": "The status of a flight by its number.",
+        "parameters": {"type": "object", "properties": {"flight": {"type": "string"}}, "required": ["flight"]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "talk",
+    ["call get_weather", "The next tool you need is `get_weather`.", "Use `get_weather(city='Madrid')` for that."],
+)
+async def test_talk_about_a_tool_already_called_is_asked_for_the_answer(start_proxy, fake_upstream, talk: str) -> None:
+    """After the results, the model wrote words about a tool instead of an answer: the client never gets them;
+    the same results are asked for an answer, the tools withdrawn."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(talk))), Reply(pieces=text_stream(["It is 21 C."])))
+    result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C."
+    again = fake_upstream.requests[1]
+    assert again["messages"][-1]["content"].endswith(FOLD_ANSWER) and again["messages"][0]["content"] == "Be brief."
+
+
+async def test_talk_about_a_tool_the_question_needs_is_asked_for_its_call(start_proxy, fake_upstream) -> None:
+    """The model named the next tool the question needs instead of calling it: asked for that call, it is made."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    converting = call_text("hermes", name="convert_to_fahrenheit", args={"celsius": 21})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("The next tool you need is convert_to_fahrenheit."))),
+        Reply(pieces=text_stream(pieces(converting))),
+    )
+    tools = [*WEATHER_TOOLS, CONVERT_TOOL]
+    result = await ask(proxy, False, tools=tools, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "convert_to_fahrenheit" and not result["choices"][0]["message"]["content"]
+    assert "Call `convert_to_fahrenheit` now" in fake_upstream.requests[1]["messages"][-1]["content"]
+
+
+async def test_talk_about_a_tool_the_question_does_not_need_is_asked_for_the_answer(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("The next tool you need is `get_flight_status`."))),
+        Reply(pieces=text_stream(["It is 21 C in Madrid."])),
+    )
+    tools = [*WEATHER_TOOLS, FLIGHT_TOOL]
+    result = await ask(proxy, False, tools=tools, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C in Madrid."
+    assert fake_upstream.requests[1]["messages"][-1]["content"].endswith(FOLD_ANSWER)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["The calculator says 21 C.", "It is 21 C; get_weathered maps differ.", "Madrid: 21 C (weather tool)."],
+)
+async def test_an_answer_that_names_no_tool_is_not_asked_again(start_proxy, fake_upstream, answer: str) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces(answer))))
+    result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == answer and len(fake_upstream.requests) == 1
+
+
+def test_tools_are_talked_about_by_identifier_or_in_inline_code() -> None:
+    from toolshim.chat.toldcalls import tools_talked_about
+    from toolshim.formats import ToolSpec
+
+    specs = [ToolSpec.from_openai(t) for t in (*WEATHER_TOOLS, FLIGHT_TOOL, CALCULATOR_TOOL)]
+    assert tools_talked_about("call get_weather", specs) == ["get_weather"]
+    assert tools_talked_about("Use `calculator` and get_flight_status(x).", specs) == [
+        "get_flight_status",
+        "calculator",
+    ]
+    assert tools_talked_about("The calculator says 4; my_get_weather_v2 and get_weathers are others.", specs) == []

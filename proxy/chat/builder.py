@@ -278,6 +278,13 @@ class ResponseBuilder(Generic[Item]):
         texts = (*self._sent_text, *self._held_text, *self._attempt_text, self._fallback)
         return any(text.strip() for text in texts)
 
+    def retractable_text(self) -> str:
+        """This attempt's text while the client has seen none of the answer (buffered, or held before a
+        call): a re-ask can still replace it. Empty once any of it was sent."""
+        if self.calls_sent or any(text.strip() for text in self._sent_text):
+            return ""
+        return "".join(self._attempt_text)
+
     def drop_held_text(self) -> None:
         """A required call is asked for again: the text of the attempt without it is not an answer
         (it stays the fallback should the next attempts bring nothing)."""

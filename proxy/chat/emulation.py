@@ -56,7 +56,7 @@ from .chunks import ChunkFactory
 from .echo import Instructions
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
-from .toldcalls import told_calls
+from .toldcalls import told_calls, tools_talked_about
 from .usage import AttemptUsage, settle_usage
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class Emulator:
             if reask is None or (not attempt.unasked and self._repeated(attempt, seen)):
                 break  # an unasked call written again is asked for a plain answer: another request, not a repeat
             reason, message = reask
-            repairs_left -= reason in ("repair", "empty", "answer")
+            repairs_left -= reason in ("repair", "empty", "answer", "call")
             if reason == "ground":
                 self._withhold(attempt)
             required_left -= reason == "required"
@@ -250,6 +250,31 @@ class Emulator:
             return []
         told = told_calls("".join(attempt.raw), plan.tools, plan.made_calls, plan.max_calls)
         return builder.feed(list(told), attempt) if told else []
+
+    def _tool_talk(self, attempt: Attempt) -> tuple[str, str] | None:
+        """An answer to tool results that talks about a tool instead ("call get_on_call", "The next tool you need
+        is `get_flight_status`."), while the client has seen none of it: asked again, for the call it names when
+        the conversation has not made that call and the question asks for its tool (``call``), else for the
+        answer from the results, the tools withdrawn (``answer``)."""
+        plan, builder = self.plan, self.builder
+        if not plan.folded or attempt.finish != "stop" or attempt.calls:
+            return None
+        named = tools_talked_about(builder.retractable_text(), plan.parse_tools)
+        if not named:
+            return None
+        builder.drop_held_text()
+        made = {key.partition("\0")[0] for key in plan.made_calls()}
+        wanted = [name for name in named if name not in made and name not in plan.unasked]
+        if wanted:
+            return "call", (
+                f"Call `{wanted[0]}` now: reply with only the tool call, in exactly the format described in the "
+                "instructions."
+            )
+        return "answer", self._answer_message()
+
+    def _answer_message(self) -> str:
+        results = ", using the tool results above" if self.plan.results else ""
+        return f"No tool can be called in this reply: answer the user now in plain text{results}."
 
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream
@@ -423,11 +448,13 @@ class Emulator:
                 f"You must call {target} now. Reply with only the tool call, in exactly the "
                 "format described in the instructions."
             )
+        talk = self._tool_talk(attempt) if repair_ok and not withdrawn else None
+        if talk is not None:
+            return talk
         if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
             # "or call a tool" would invite another call; so would it after the folded results copied back
             if withdrawn or attempt.withheld or (self.plan.folded and copies_folded_results("".join(attempt.raw))):
-                results = ", using the tool results above" if self.plan.results else ""
-                return "answer", f"No tool can be called in this reply: answer the user now in plain text{results}."
+                return "answer", self._answer_message()
             return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
                 "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
                 "described in the instructions."

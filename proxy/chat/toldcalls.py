@@ -1,16 +1,22 @@
-"""Sans-IO: the calls a model wrote as lines of folded results, with a result it made up.
+"""Sans-IO: what a model told about tools where it should have called one or answered.
 
+**Calls written as folded result lines** (``told_calls``).
 With ``tool_history: "folded"`` the model reads what the tools returned as lines of facts
 (``- get_weather({"city": "Paris"}) returned: {...}``). Asked for the next call, a small model sometimes
 writes it in that very form, result and all: ``get_weather({"city":"Tokyo"}) returned: {"celsius": 20}``.
 The call it names is the call it means; the result is its own invention. A line whose call the conversation
 has not made yet is read as that call (checked against the tool's schema as any call is, by the hermes
 parser, whose JSON it is); a line that repeats a call already made is a copy of the results (no call).
+
+**Tools talked about** (``tools_talked_about``). After the results, a small model sometimes answers with
+words about a tool instead: "call get_on_call", "The next tool you need is `get_flight_status`.". No user
+asked about the tools by their identifiers; the emulator asks again (``Emulator._tool_talk``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection, Sequence
 
 from ..formats import CALL_CLOSE, CALL_OPEN, ToolCallEnd, ToolSpec, get_format
@@ -37,3 +43,20 @@ def told_calls(
     parser = get_format("hermes").new_parser(list(tools), max_calls)
     events = parser.feed(markup) + parser.close("stop")
     return [event for event in events if isinstance(event, ToolCallEnd)]
+
+
+_IDENTIFIER = re.compile(r"[_\d.\-]|[a-z][A-Z]")  # a name no prose word is: get_weather, getWeather, v2.search
+
+
+def tools_talked_about(text: str, tools: Sequence[ToolSpec]) -> list[str]:
+    """The names of ``tools`` that ``text`` mentions as tools: a name that is an identifier (``get_on_call``:
+    not a word of prose) standing on its own, or any name in inline code (`` `calculator` ``,
+    `` `get_weather(...)` ``). A name that is a plain word ("calculator") in prose is only a word."""
+    found: list[str] = []
+    for tool in tools:
+        name = re.escape(tool.name)
+        code = rf"`{name}(?:`|\()"
+        pattern = rf"{code}|(?<![\w.\-]){name}(?![\w\-])" if _IDENTIFIER.search(tool.name) else code
+        if tool.name not in found and re.search(pattern, text):
+            found.append(tool.name)
+    return found
