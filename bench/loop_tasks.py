@@ -577,6 +577,20 @@ def no_calls(answer: str, calls: Sequence[Call]) -> list[str]:
     return [f"a tool was called for a question that needs none: {calls[0]}"] if calls else []
 
 
+_REFUSED = re.compile(
+    r"(?<!not )(?:fully booked|booked up)|\b(?:21:30|9:30)\b|could ?n[o']t|unable|unavailable|not available|no table"
+    r"|not (?:been |be )?booked|was not possible",
+    re.IGNORECASE,
+)
+
+
+def booking_refused(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the table could not be booked (or offers 21:30); "was not fully booked" says the opposite."""
+    if re.search(r"not fully booked", answer, re.IGNORECASE) or not _REFUSED.search(answer):
+        return ["answer does not say the booking failed (fully booked at 20:00, free at 21:30)"]
+    return []
+
+
 def event_call(answer: str, calls: Sequence[Call]) -> list[str]:
     """``add_event`` with the date, the time (09:30 or 9:30) and a title naming the dentist."""
     for call in calls:
@@ -814,12 +828,7 @@ UNSEEN: tuple[Task, ...] = (
         "table_full",
         "Book a table for 2 at Luigi's tonight at 20:00.",
         ("book_table", "get_flight_status"),
-        (
-            called("book_table", "luigi"),
-            says_word(
-                "fully booked", "not available", "unavailable", "no table", "21:30", "9:30", "could not", "couldn"
-            ),
-        ),
+        (called("book_table", "luigi"), booking_refused),
         summary="a booking the restaurant refuses: the answer says so",
     ),
     Task(

@@ -404,3 +404,11 @@ def test_the_chart_is_an_svg_with_one_bar_per_row() -> None:
     assert [float(b.get("width", "0")) for b in bars] == [180.0, 360.0]  # shares are clipped to 100%
     texts = [t.text for t in svg.iter(f"{ns}text")]
     assert "Loops <correct>" in texts and "50%" in texts and "100%" in texts and "a & b" in texts
+
+
+def test_a_booking_answer_that_says_it_went_through_fails() -> None:
+    box = run_calls(GOOD["table_full"][0])
+    task = TASKS_BY_NAME["table_full"]
+    assert task.judge("Luigi's was not fully booked at 20:00.", box.calls) != []
+    assert task.judge("Your table at Luigi's is booked.", box.calls) != []
+    assert task.judge("Sorry, Luigi's is fully booked at 20:00.", box.calls) == []
