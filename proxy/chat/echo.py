@@ -176,7 +176,10 @@ class EchoFilter:
     def feed(self, text: str) -> str:
         if not self._index:
             return text
-        return self._segments_of(self._mentions.feed(text))
+        mentions = self._mentions
+        if mentions.held or "`" in text or "<" in text:  # else no wrapper mention can start: most pieces
+            text = mentions.feed(text)
+        return self._segments_of(text)
 
     def _segments_of(self, text: str) -> str:
         """Judge ``text`` segment by segment; what may be shown now."""
@@ -197,7 +200,7 @@ class EchoFilter:
         """The end of the text so far: judge the open segment (it ends here)."""
         if not self._index:
             return ""
-        rest = self._segments_of(self._mentions.flush())
+        rest = self._segments_of(self._mentions.flush()) if self._mentions.held else ""
         last = rest + self._end_segment()
         return last + self._take_short()
 

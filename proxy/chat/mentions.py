@@ -40,24 +40,24 @@ _IN_EVERY_SPAN = _NAME + ">"  # one substring test tells whether any span can be
 class WrapperMentions:
     """``feed(text) -> text`` with the wrapper's backticked tags renamed; ``flush()`` at the end."""
 
-    __slots__ = ("_held",)
+    __slots__ = ("held",)
 
     def __init__(self) -> None:
-        self._held = ""  # a tail that may still become a span
+        self.held = ""  # a tail that may still become a span (nothing held: text without "`" or "<" passes as it is)
 
     def feed(self, text: str) -> str:
-        text = self._held + text
+        text = self.held + text
         if _IN_EVERY_SPAN in text:
             for span, name in _SPANS.items():
                 text = text.replace(span, name)
         tail = text[-_LONGEST:]
         keep = partial_marker_len(text, _SPANS) if "`" in tail or "<" in tail else 0
-        self._held = text[len(text) - keep :] if keep else ""
+        self.held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep]
 
     def flush(self) -> str:
         """The held tail: the text ended before it became a span."""
-        held, self._held = self._held, ""
+        held, self.held = self.held, ""
         return held
 
 
