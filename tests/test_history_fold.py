@@ -304,16 +304,20 @@ FLIGHT_TOOL = {
 }
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(
     "talk",
     ["call get_weather", "The next tool you need is `get_weather`.", "Use `get_weather(city='Madrid')` for that."],
 )
-async def test_talk_about_a_tool_already_called_is_asked_for_the_answer(start_proxy, fake_upstream, talk: str) -> None:
-    """After the results, the model wrote words about a tool instead of an answer: the client never gets them;
-    the same results are asked for an answer, the tools withdrawn."""
+async def test_talk_about_a_tool_already_called_is_asked_for_the_answer(
+    start_proxy, fake_upstream, talk: str, stream: bool
+) -> None:
+    """After the results, the model wrote words about a tool instead of an answer: the client never gets them
+    (a stream holds an answer's first sentence to its end); the same results are asked for an answer, the
+    tools withdrawn."""
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
     fake_upstream.script(Reply(pieces=text_stream(pieces(talk))), Reply(pieces=text_stream(["It is 21 C."])))
-    result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"] == "It is 21 C."
     again = fake_upstream.requests[1]
     assert again["messages"][-1]["content"].endswith(FOLD_ANSWER) and again["messages"][0]["content"] == "Be brief."
@@ -350,10 +354,13 @@ async def test_talk_about_a_tool_the_question_does_not_need_is_asked_for_the_ans
     "answer",
     ["The calculator says 21 C.", "It is 21 C; get_weathered maps differ.", "Madrid: 21 C (weather tool)."],
 )
-async def test_an_answer_that_names_no_tool_is_not_asked_again(start_proxy, fake_upstream, answer: str) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_that_names_no_tool_is_not_asked_again(
+    start_proxy, fake_upstream, answer: str, stream: bool
+) -> None:
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
     fake_upstream.script(Reply(pieces=text_stream(pieces(answer))))
-    result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"] == answer and len(fake_upstream.requests) == 1
 
 
@@ -368,3 +375,18 @@ def test_tools_are_talked_about_by_identifier_or_in_inline_code() -> None:
         "calculator",
     ]
     assert tools_talked_about("The calculator says 4; my_get_weather_v2 and get_weathers are others.", specs) == []
+
+
+async def test_a_streamed_answer_to_results_streams_once_its_first_sentence_ended(start_proxy, fake_upstream) -> None:
+    """Held to the end of its first sentence, the rest of a streamed answer comes as the model writes it."""
+    from tests.test_emulation import raw_stream
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(["It is ", "21 C.", " Sunny", " and ", "dry."])))
+    chunks = await raw_stream(proxy, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    texts = [
+        c["choices"][0]["delta"].get("content")
+        for c in chunks
+        if c.get("choices") and c["choices"][0]["delta"].get("content")
+    ]
+    assert texts == ["It is 21 C.", " Sunny", " and ", "dry."]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,7 @@ from .grounding import Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
 from .repeats import call_key
+from .toldcalls import tools_talked_about
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ TextBeforeCall = Literal["content", "reasoning", "drop"]
 # instructions and never a call's words, which a client would keep in its history for the model to copy
 NO_ANSWER = "(No answer: the model's reply was empty.)"
 NO_ANSWER_CALL = "(No answer: the model replied only with a tool call that could not be made here.)"
+_SENTENCE_END = re.compile(r"[.!?:\n]")
+FIRST_SENTENCE_CAP = 400  # characters of a streamed answer to results held at most while its first sentence is open
 
 
 _CALL_ID_CHARS = 24
@@ -192,6 +196,11 @@ class ResponseBuilder(Generic[Item]):
         self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
         self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
         self._unasked_beside_only = unasked_beside_only  # ...only beside a call already made (before any result)
+        # a stream's answer to folded results is held to the end of its first sentence, all of it while that
+        # sentence talks about a tool ("The next tool you need is `get_flight_status`."): it may be asked again
+        self._watch_talk = folded and bool(tools)
+        self._first_sentence = self._watch_talk
+        self._talking = False
         if calls_withdrawn:
             self.withdraw_calls()
         elif folded and tools:
@@ -203,6 +212,7 @@ class ResponseBuilder(Generic[Item]):
         """No call may be made from now on (tool_choice "none", a policy, a forced answer): calls the
         model writes are withheld, also those written as plain lines, and repeats need no answering."""
         self.calls_withdrawn = True
+        self._first_sentence = self._talking = False  # no call can be asked for: the answer streams
         self._answered = frozenset()
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
@@ -239,6 +249,7 @@ class ResponseBuilder(Generic[Item]):
         self._keep_fallback()
         if self.buffered:
             self._held_text.clear()
+        self._first_sentence, self._talking = self._watch_talk and not self.calls_withdrawn, False
         sent = "".join(self._sent_text)
         self._echo = _Echo(sent) if sent.strip() and not self.buffered else None
 
@@ -361,7 +372,26 @@ class ResponseBuilder(Generic[Item]):
         if self.buffered or (self.calls_sent == 0 and (self.wants_call or self.text_before_call != "content")):
             self._held_text.append(text)
             return
+        if self._talking:  # held for the re-ask (Emulator._tool_talk), or sent at the end
+            self._held_text.append(text)
+            return
+        if self._first_sentence:
+            self._held_text.append(text)
+            if not self._first_sentence_read() or self._talking:  # read first: it decides _talking
+                return
+            text = "".join(self._held_text)  # a first sentence about no tool: it and what follows stream
+            self._held_text.clear()
         self._send_text(text, out)
+
+    def _first_sentence_read(self) -> bool:
+        """Whether the held first sentence of a streamed answer has ended (or grown past the cap); when it
+        talks about a tool, the rest of the attempt is held too (``_talking``)."""
+        held = "".join(self._held_text)
+        if self.calls_sent or (_SENTENCE_END.search(held) is None and len(held) < FIRST_SENTENCE_CAP):
+            return bool(self.calls_sent)
+        self._first_sentence = False
+        self._talking = bool(tools_talked_about(held, self._tools))
+        return True
 
     def _send_text(self, text: str, out: list[Item]) -> None:
         self.produced_output = True
