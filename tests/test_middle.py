@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolshim.chat.builder import NO_ANSWER, NO_ANSWER_CALL, Attempt, ResponseBuilder
+from toolshim.chat.attempt import Attempt
+from toolshim.chat.builder import NO_ANSWER, NO_ANSWER_CALL, ResponseBuilder
 from toolshim.chat.chunks import ChunkFactory, accumulate
 from toolshim.chat.turn import ChatTurn
 from toolshim.formats import (

@@ -18,6 +18,8 @@ SANS_IO = (
     "chat.rewrite",
     "upstream.delta",
     "chat.builder",
+    "chat.attempt",
+    "chat.toldcalls",
     "chat.chunks",
     "chat.echo",
     "chat.mentions",

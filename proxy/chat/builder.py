@@ -19,7 +19,7 @@ import re
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from ..formats import (
@@ -34,6 +34,7 @@ from ..formats import (
     ToolSpec,
 )
 from ..formats.base import FinishReason
+from .attempt import Attempt, Repetition, Tally
 from .echo import MAX_MISSES, EchoFilter, Instructions
 from .grounding import Grounds
 from .mentions import WrapperTags
@@ -90,48 +91,6 @@ class Renderer(Protocol[Item_co]):
 
 
 @dataclass(slots=True)
-class Attempt:
-    """What one upstream round produced (the I/O layer decides re-asks from it)."""
-
-    can_repair: bool = False  # a repair re-ask is still allowed for this attempt
-    raw: list[str] = field(default_factory=list)  # the model's text as received, for the dump
-    parsed: list[str] = field(default_factory=list)  # the text before any stop sequence, for a re-ask
-    calls: int = 0
-    malformed: list[Malformed] = field(default_factory=list)
-    cut: bool = False
-    abandoned_call: bool = False  # a call was partly streamed, then failed: end the turn
-    finish: str | None = None
-    chunks: int = 0
-    usage: dict[str, int] | None = None  # the latest usage this attempt reported (some servers repeat it)
-    call_keys: set[str] = field(default_factory=set)  # name + canonical arguments of each call made
-    withheld: int = 0  # calls written under tool_choice "none" (kept out of the answer)
-    repeated: list[str] = field(default_factory=list)  # names of calls kept back: their result is in the history
-    # calls kept back for values the conversation does not hold, each with its ["arg=value", ...]
-    ungrounded: list[tuple[ToolCallEnd, list[str]]] = field(default_factory=list)
-    unasked: list[str] = field(default_factory=list)  # tools of calls kept back: the question does not ask for them
-
-
-@dataclass(slots=True)
-class Tally:
-    """Facts about the whole answer, for metrics and the access log."""
-
-    calls: int = 0
-    parse_outcomes: list[str] = field(default_factory=list)  # clean / repaired / malformed, per block
-    repairs: list[str] = field(default_factory=list)
-    sanitized: int = 0  # blocks kept out of the content
-    cuts: int = 0
-
-    @property
-    def parse_outcome(self) -> str | None:
-        """For the access log: the latest block's outcome, except that a repair is not forgotten
-        by a later clean block."""
-        outcome: str | None = None
-        for latest in self.parse_outcomes:
-            outcome = outcome if outcome == "repaired" and latest == "clean" else latest
-        return outcome
-
-
-@dataclass(slots=True)
 class _OpenCall:
     client_index: int
     sent: str = ""  # argument text already streamed (stream_arguments)
@@ -177,7 +136,7 @@ class ResponseBuilder(Generic[Item]):
         self._open: dict[int, _OpenCall] = {}
         self._held_text: list[str] = []
         self._sent_text: list[str] = []  # content the client has received, over all attempts
-        self._echo: _Echo | None = None  # a re-ask's repetition of that content, being skipped
+        self._echo: Repetition | None = None  # a re-ask's repetition of that content, being skipped
         # the model's repetition of toolshim's own instructions never reaches the client
         # a paraphrase of the instructions needs its whole sentence: judged where nothing streams
         self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions is not None else None
@@ -251,7 +210,7 @@ class ResponseBuilder(Generic[Item]):
             self._held_text.clear()
         self._first_sentence, self._talking = self._watch_talk and not self.calls_withdrawn, False
         sent = "".join(self._sent_text)
-        self._echo = _Echo(sent) if sent.strip() and not self.buffered else None
+        self._echo = Repetition(sent) if sent.strip() and not self.buffered else None
 
     def feed(self, events: list[Event], attempt: Attempt) -> list[Item]:
         out: list[Item] = []
@@ -523,33 +482,6 @@ class ResponseBuilder(Generic[Item]):
         if event.index is not None and self._open.pop(event.index, None) is not None:
             attempt.abandoned_call = True  # part of this call already reached the client
         log.info("malformed tool block: %s", event.reason)
-
-
-class _Echo:
-    """Skips the start of a re-ask's text while it repeats ``sent`` (whitespace aside).
-
-    At the first character that differs the rest is new text and passes; once all of ``sent``
-    was repeated, everything after it passes."""
-
-    __slots__ = ("_pos", "_sent", "done")
-
-    def __init__(self, sent: str) -> None:
-        self._sent = "".join(sent.split())
-        self._pos = 0
-        self.done = False
-
-    def skip(self, text: str) -> str:
-        for i, ch in enumerate(text):
-            if ch.isspace():
-                continue
-            if self._pos < len(self._sent) and ch == self._sent[self._pos]:
-                self._pos += 1
-                continue
-            self.done = True
-            return text[i:]
-        if self._pos >= len(self._sent):
-            self.done = True
-        return ""
 
 
 def close_reason(finish: str | None) -> FinishReason:

@@ -51,7 +51,8 @@ from ..upstream import Upstream, UpstreamStream, open_stream
 from ..upstream.delta import decode_payload
 from ..wire.errors import NoValidToolCall, UpstreamHTTPError
 from ..wire.sse import DONE_BYTES, encode_json
-from .builder import Attempt, ResponseBuilder, close_reason
+from .attempt import Attempt
+from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
 from .rewrite import EmulationPlan
