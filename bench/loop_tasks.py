@@ -325,6 +325,53 @@ def get_population(args: Args) -> dict[str, Any]:
     return {"city": city.title(), "population": POPULATIONS[city]}
 
 
+PACKAGES = {"1z999": {"tracking_number": "1Z999", "status": "in transit", "expected_delivery": "Friday"}}
+
+
+def track_package(args: Args) -> dict[str, Any]:
+    return PACKAGES[_find(PACKAGES, re.sub(r"[^a-z0-9]", "", _text(args, "tracking_number", "id").casefold()))]
+
+
+CONTACTS = {"maria": {"name": "Maria Santos", "phone": "+34 600 123 456"}}
+
+
+def lookup_contact(args: Args) -> dict[str, Any]:
+    return CONTACTS[_find(CONTACTS, _text(args, "name").casefold().split()[0])]
+
+
+def get_showtimes(args: Args) -> dict[str, Any]:
+    movie, city = _text(args, "movie", "title").casefold(), _text(args, "city").casefold()
+    if "dune" not in movie or "madrid" not in city:
+        raise ValueError(f"no showtimes for {movie!r} in {city!r}")
+    return {"movie": "Dune", "city": "Madrid", "times": ["18:30", "21:00"]}
+
+
+def calculate_tip(args: Args) -> dict[str, Any]:
+    amount, percent = _number(args, "amount", "bill"), _number(args, "percent", "percentage")
+    return {"tip": _tidy(amount * percent / 100)}
+
+
+AIRPORTS = {"lisbon": {"code": "LIS", "name": "Humberto Delgado Airport"}}
+WAITS = {"lis": 25}
+
+
+def find_airport(args: Args) -> dict[str, Any]:
+    return AIRPORTS[_find(AIRPORTS, _text(args, "city"))]
+
+
+def get_security_wait(args: Args) -> dict[str, Any]:
+    code = _find(WAITS, _text(args, "airport_code", "code").casefold())
+    return {"airport_code": code.upper(), "minutes": WAITS[code]}
+
+
+HOTELS = {"ritz": 450, "savoy": 380}
+
+
+def get_room_price(args: Args) -> dict[str, Any]:
+    hotel = _find(HOTELS, _text(args, "hotel", "name").casefold().replace("the ", ""))
+    return {"hotel": hotel.title(), "price_per_night_eur": HOTELS[hotel]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -491,6 +538,48 @@ TOOLS: dict[str, Tool] = {
             "Get the number of people living in a city.",
             _obj({"city": STR}, ["city"]),
             get_population,
+        ),
+        Tool(
+            "track_package",
+            "Track a parcel by its tracking number: where it is and when it arrives.",
+            _obj({"tracking_number": STR}, ["tracking_number"]),
+            track_package,
+        ),
+        Tool(
+            "lookup_contact",
+            "Look up a person in the address book by name: full name and phone number.",
+            _obj({"name": STR}, ["name"]),
+            lookup_contact,
+        ),
+        Tool(
+            "get_showtimes",
+            "Today's showtimes of a movie in a city.",
+            _obj({"movie": STR, "city": STR}, ["movie", "city"]),
+            get_showtimes,
+        ),
+        Tool(
+            "calculate_tip",
+            "Calculate the tip for a bill.",
+            _obj({"amount": NUM, "percent": NUM}, ["amount", "percent"]),
+            calculate_tip,
+        ),
+        Tool(
+            "find_airport",
+            "Find the main airport of a city: its code and name.",
+            _obj({"city": STR}, ["city"]),
+            find_airport,
+        ),
+        Tool(
+            "get_security_wait",
+            "The current security wait at an airport, in minutes, by airport code.",
+            _obj({"airport_code": {"type": "string", "description": "e.g. JFK"}}, ["airport_code"]),
+            get_security_wait,
+        ),
+        Tool(
+            "get_room_price",
+            "The price of a double room for one night at a hotel, in euros.",
+            _obj({"hotel": STR}, ["hotel"]),
+            get_room_price,
         ),
     )
 }
@@ -883,4 +972,71 @@ UNSEEN: tuple[Task, ...] = (
         summary="a translation: no tool",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN)}
+# Written 2026-11-28 after the tool-talk re-ask, before any run on them (``--tasks fourth``): a parcel, a phone
+# number, showtimes, a tip, an airport code before its wait, two hotels' prices, a person the address book
+# lacks, a square root that needs no tool.
+FOURTH: tuple[Task, ...] = (
+    Task(
+        "parcel",
+        "Where is my parcel 1Z999? When will it arrive?",
+        ("track_package", "cancel_order"),
+        (called("track_package", "1z999"), not_called("cancel_order"), says_word("friday")),
+        summary="a parcel in transit, arriving Friday",
+    ),
+    Task(
+        "phone",
+        "What's Maria's phone number?",
+        ("lookup_contact", "get_weather"),
+        (called("lookup_contact", "maria"), says_number("600 123 456", "600123456", "34600123456")),
+        summary="a phone number from the address book",
+    ),
+    Task(
+        "showtimes",
+        "When is Dune playing in Madrid today?",
+        ("get_showtimes", "get_weather"),
+        (called("get_showtimes", "dune", "madrid"), says_word("18:30", "6:30", "21:00", "9:00")),
+        summary="two showtimes of one movie",
+    ),
+    Task(
+        "tip",
+        "How much should I tip on a 60 dollar bill at 15 percent?",
+        ("calculate_tip", "convert_currency"),
+        (called("calculate_tip", "60", "15"), not_called("convert_currency"), says_number("9")),
+        summary="a tip through the tool ($9)",
+    ),
+    Task(
+        "airport_wait",
+        "How long is the security wait at the airport in Lisbon right now?",
+        ("find_airport", "get_security_wait"),
+        (called("find_airport", "lisbon"), called("get_security_wait", "lis"), says_number("25")),
+        summary="the wait needs the airport's code first (LIS, 25 minutes)",
+    ),
+    Task(
+        "two_hotels",
+        "How much is a room at the Ritz and at the Savoy?",
+        ("get_room_price", "get_weather"),
+        (
+            called("get_room_price", "ritz"),
+            called("get_room_price", "savoy"),
+            says_number("450"),
+            says_number("380"),
+        ),
+        summary="two independent lookups of one tool",
+    ),
+    Task(
+        "unknown_contact",
+        "What's Zoe's phone number?",
+        ("lookup_contact", "get_weather"),
+        (called("lookup_contact", "zoe"), says_word("not", "no ", "unknown", "couldn", "unable", "isn't")),
+        summary="a person the address book does not have: the answer says so",
+    ),
+    Task(
+        "square_root",
+        "What is the square root of 81?",
+        ("lookup_contact", "get_showtimes"),
+        (no_calls, says_number("9")),
+        needs_tool=False,
+        summary="arithmetic no offered tool does: a direct answer",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH)}

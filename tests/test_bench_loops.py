@@ -26,7 +26,7 @@ from bench.agent_loops import (
     usage_tokens,
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
-from bench.loop_tasks import FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, UNSEEN, Call, Toolbox, number_in
+from bench.loop_tasks import FOURTH, FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, UNSEEN, Call, Toolbox, number_in
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +110,22 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
     ),
     "on_time": ([("get_flight_status", {"flight_number": "BA117"})], "BA117 leaves from gate A7."),
     "translate": ([], 'In Spanish you say "gracias".'),
+    "parcel": ([("track_package", {"tracking_number": "1Z999"})], "It is in transit and arrives on Friday."),
+    "phone": ([("lookup_contact", {"name": "Maria"})], "Maria's number is +34 600 123 456."),
+    "showtimes": ([("get_showtimes", {"movie": "Dune", "city": "Madrid"})], "At 18:30 and 21:00."),
+    "tip": ([("calculate_tip", {"amount": 60, "percent": 15})], "Tip $9."),
+    "airport_wait": (
+        [("find_airport", {"city": "Lisbon"}), ("get_security_wait", {"airport_code": "LIS"})],
+        "About 25 minutes at Lisbon's airport.",
+    ),
+    "two_hotels": (
+        [("get_room_price", {"hotel": "the Ritz"}), ("get_room_price", {"hotel": "Savoy"})],
+        "The Ritz costs 450 euros a night, the Savoy 380.",
+    ),
+    "unknown_contact": ([("lookup_contact", {"name": "Zoe"})], "Zoe is not in your address book."),
+    "square_root": ([], "The square root of 81 is 9."),
 }
-ERROR_RESULTS = {"unknown_order"}  # tasks whose good loop gets an error result (and says so)
+ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
 
 def run_calls(calls: list[tuple[str, dict[str, object]]], errors_ok: bool = False) -> Toolbox:
@@ -127,7 +141,7 @@ def test_every_task_has_a_good_loop_here() -> None:
     assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
 
 
-@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH], ids=lambda t: t.name)
 def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert hasattr(task, "judge")
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
@@ -136,7 +150,7 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN) if t.needs_tool], ids=lambda t: t.name
+    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH) if t.needs_tool], ids=lambda t: t.name
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
