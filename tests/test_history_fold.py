@@ -390,3 +390,49 @@ async def test_a_streamed_answer_to_results_streams_once_its_first_sentence_ende
         if c.get("choices") and c["choices"][0]["delta"].get("content")
     ]
     assert texts == ["It is 21 C.", " Sunny", " and ", "dry."]
+
+
+def two_city_loop() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "What's the weather in Madrid and in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [WEATHER]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"celsius": 21}'},
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_written_again_while_the_question_is_not_covered_is_asked_for_the_next_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Asked about Madrid and Paris with Madrid's result in, the model wrote Madrid's call again: it is asked
+    once more for the next call (the tools still offered), not for an answer that would leave Paris out."""
+    from toolshim.formats.history import FOLD_CALL
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))), Reply(pieces=text_stream(pieces(call_text("hermes"))))
+    )
+    result = await ask(proxy, stream, messages=two_city_loop())
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+    first, second = fake_upstream.requests
+    assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
+    assert second["messages"][-1]["content"].endswith(
+        "The question also asks about Paris, which these results do not cover yet. " + FOLD_CALL
+    )
+    assert "get_weather" in second["messages"][0]["content"]  # the tools are still offered
+
+
+async def test_the_same_call_written_once_more_is_asked_for_the_answer(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(["Madrid: 21 C. I have nothing on Paris."])),
+    )
+    result = await ask(proxy, False, messages=two_city_loop())
+    assert result["choices"][0]["message"]["content"] == "Madrid: 21 C. I have nothing on Paris."
+    assert len(fake_upstream.requests) == 3
+    assert fake_upstream.requests[2]["messages"][-1]["content"].endswith(FOLD_ANSWER)

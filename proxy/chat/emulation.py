@@ -179,10 +179,15 @@ class Emulator:
                 self._withhold(attempt)
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
-            answering = reason in ("answer", "repeat")
+            # a call written again while the question still names what no result covers: asked once for the call
+            asking_call = reason == "repeat" and self.plan.call_body is not None
+            answering = reason in ("answer", "repeat") and not asking_call
+            if asking_call:
+                self.plan = self.plan.calling()
+                seen.clear()  # another request: the same call written again there is asked for an answer
             if answering:
                 self._answer_plainly()
-            if reason == "ground" or (answering and self.plan.folded):
+            if reason == "ground" or asking_call or (answering and self.plan.folded):
                 # the same question without the made-up call's tool, or the answering plan's folded history (it
                 # ends asking for an answer from the results): the attempt (a call the model would copy again)
                 # and a message about it are left out

@@ -83,6 +83,9 @@ class EmulationPlan:
     unasked_beside_only: bool = False
     # the same request with some tools not offered (a call that made up its values: the model is asked again)
     narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
+    # folded, with something the question names that no result covers yet: the body whose history ends asking
+    # for the next call (the model wrote a call again whose result it has, instead of the one still missing)
+    call_body: dict[str, Any] | None = None
 
     @property
     def wants_call(self) -> bool:
@@ -116,7 +119,14 @@ class EmulationPlan:
             answered=frozenset(),
             grounds=None,
             unasked=frozenset(),
+            call_body=None,
         )
+
+    def calling(self) -> EmulationPlan:
+        """The same request asking for the next call: its folded history ends naming what the results do not
+        cover yet, then "Call the next tool you need." (``call_body``); asked once."""
+        assert self.call_body is not None
+        return replace(self, body=self.call_body, call_body=None)
 
 
 def merge_adjacent_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,15 +190,20 @@ def build_plan(
     latest = latest_results(turn.messages)
     fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
+    note = ""
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
         note = _uncovered_note(uncovered_mentions(turn.messages))
         # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
         fold_next = note + (FOLD_CALL if note and withheld else FOLD_NEXT)
+    call_ending = note + FOLD_CALL if note and fold_next != note + FOLD_CALL else ""
+    call_history: list[dict[str, Any]] | None = None
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
-        endings = fold_history_endings(list(turn.messages), (fold_next, fold_answer), tool_names)
-        history, answer_history = (_upstream_messages(rendered) for rendered in endings)
+        endings = (fold_next, fold_answer, call_ending) if call_ending else (fold_next, fold_answer)
+        rendered = [_upstream_messages(one) for one in fold_history_endings(list(turn.messages), endings, tool_names)]
+        history, answer_history = rendered[0], rendered[1]
+        call_history = rendered[2] if call_ending else None
     else:
         history = answer_history = _upstream_messages(render_history(fmt, list(turn.messages), tool_names))
     messages = history
@@ -201,6 +216,9 @@ def build_plan(
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
+        call_history = merge_system_prompt(call_history, instructions) if call_history is not None else None
+    else:
+        call_history = None
     body = {k: v for k, v in turn.options.items() if k != "stop"}
     body["model"] = upstream_model
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
@@ -212,8 +230,10 @@ def build_plan(
     body["messages"] = messages
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
+    call_body = {**body, "messages": call_history} if call_history is not None else None
     parse_tools = turn.tools if choice.mode == "none" or withheld else tuple(offered)
-    wrappers = _wrappers(fmt, turn, history, (FOLD_HEADER, fold_next, fold_answer) if folded else None)
+    fold_texts = (FOLD_HEADER, fold_next, fold_answer, *([call_ending] if call_ending else []))
+    wrappers = _wrappers(fmt, turn, history, fold_texts if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
     grounded = rule.ground_arguments and choice.mode == "auto" and not withheld
     question = last_user_text(turn.messages) if grounded else ""
@@ -244,6 +264,7 @@ def build_plan(
         unasked=unasked_tools(offered, question) if grounded else frozenset(),
         unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
+        call_body=call_body,
     )
 
 
