@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +34,7 @@ from ..formats import (
 )
 from ..formats.base import FinishReason
 from .attempt import Attempt, Repetition, Tally
-from .echo import MAX_MISSES, EchoFilter, Instructions
+from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
 from .grounding import Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
@@ -54,7 +53,6 @@ TextBeforeCall = Literal["content", "reasoning", "drop"]
 # instructions and never a call's words, which a client would keep in its history for the model to copy
 NO_ANSWER = "(No answer: the model's reply was empty.)"
 NO_ANSWER_CALL = "(No answer: the model replied only with a tool call that could not be made here.)"
-_SENTENCE_END = re.compile(r"[.!?:\n]")
 FIRST_SENTENCE_CAP = 400  # characters of a streamed answer to results held at most while its first sentence is open
 
 
@@ -346,10 +344,10 @@ class ResponseBuilder(Generic[Item]):
         """Whether the held first sentence of a streamed answer has ended (or grown past the cap); when it
         talks about a tool, the rest of the attempt is held too (``_talking``)."""
         held = "".join(self._held_text)
-        if self.calls_sent or (_SENTENCE_END.search(held) is None and len(held) < FIRST_SENTENCE_CAP):
-            return bool(self.calls_sent)
+        if not self.calls_sent and SEGMENT_END.search(held) is None and len(held) < FIRST_SENTENCE_CAP:
+            return False
         self._first_sentence = False
-        self._talking = bool(tools_talked_about(held, self._tools))
+        self._talking = not self.calls_sent and bool(tools_talked_about(held, self._tools))  # a call: nothing to ask
         return True
 
     def _send_text(self, text: str, out: list[Item]) -> None:

@@ -50,7 +50,7 @@ NOTE_CHARS = 600  # an injected text this short is a note (a sentence for the tu
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
-_SEGMENT_END = re.compile(r"[.!?:\n]")
+SEGMENT_END = re.compile(r"[.!?:\n]")  # a segment (a line, or a sentence in it) ends here
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")
 _WORD_CHARS = "'\u2019"
 
@@ -63,7 +63,7 @@ def _segments(text: str) -> list[str]:
     """Lines, then sentences within them (the terminator stays with its sentence)."""
     out: list[str] = []
     start = 0
-    for match in _SEGMENT_END.finditer(text):
+    for match in SEGMENT_END.finditer(text):
         out.append(text[start : match.end()])
         start = match.end()
     out.append(text[start:])
@@ -185,7 +185,7 @@ class EchoFilter:
         """Judge ``text`` segment by segment; what may be shown now."""
         out: list[str] = []
         start = 0
-        for match in _SEGMENT_END.finditer(text):
+        for match in SEGMENT_END.finditer(text):
             out.append(self._take(text[start : match.end()]))
             out.append(self._end_segment())
             start = match.end()

@@ -55,6 +55,7 @@ from .attempt import Attempt
 from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
+from .repeats import key_name
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
 from .toldcalls import told_calls, tools_talked_about
@@ -269,7 +270,7 @@ class Emulator:
         if not named:
             return None
         builder.drop_held_text()
-        made = {key.partition("\0")[0] for key in plan.made_calls()}
+        made = {key_name(key) for key in plan.made_calls()}
         wanted = [name for name in named if name not in made and name not in plan.unasked]
         if wanted:
             return "call", (
