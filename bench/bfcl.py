@@ -14,17 +14,20 @@ each mode:
   template family (``<tool_call>`` blocks and its lenient variants; ``bench/template_mode.py``);
 * ``prompt``: straight to the model server with BFCL's prompt-mode system prompt and no ``tools``
   (the answer is decoded from ``[func(a=1)]`` text, as BFCL does for prompt models);
+* ``demo``: through toolshim with the shipped demo rule (``demo/rules.json5``: its format and every option
+  it sets, ``--rule`` on top), what ``make demo`` and the README's quick start run;
 * ``FORMAT`` (``hermes``, ``react``, ...): through toolshim with that ``tool_mode``;
 * ``FORMAT+constrained``: the same rule with ``"constrained": true`` (constrained decoding);
   a toolshim that does not know the option stops the run before the model starts.
 
 ``--categories live_simple,live_multiple,...`` asks BFCL's user-contributed questions of the same five
-kinds instead (questions the prompts were not tuned on).
+kinds, and live_relevance, instead (questions the prompts were not tuned on).
 
-Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category, and irrelevance (and live_irrelevance) is
-correct when the answer decodes to no call. Per mode and category, and overall, it prints the
-share correct, the share whose visible content carries tool markup, repeats toolshim's instructions, is empty, or lacks
-``usage`` (``bench/hygiene.py``), and the median request latency; every answer goes to ``--out`` as JSON lines.
+Scoring is BFCL's (``bench/bfcl_score.py``): ``ast_checker`` per category; irrelevance (and live_irrelevance) is
+correct when the answer decodes to no call, live_relevance when it decodes to one. Per mode and category, and
+overall, it prints the share correct, the share whose visible content carries tool markup, repeats toolshim's
+instructions, is empty, or lacks ``usage`` (``bench/hygiene.py``), and the median request latency; every
+answer goes to ``--out`` as JSON lines.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import IO, Any
 
+import json5
 from openai import APIError, OpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +63,9 @@ from scripts.local_model import model_path, spec_for  # noqa: E402
 
 DIRECT_MODES = ("native", "template", "prompt")
 TEMPLATE = "template"
+DEMO = "demo"  # the shipped demo rule (demo/rules.json5) with every option it sets, as users run it
+DEMO_RULES = ROOT / "demo" / "rules.json5"
+ROUTING_KEYS = ("match", "upstream", "upstream_model")  # what the benchmark sets itself in every rule
 CONSTRAINED = "+constrained"
 CONSTRAINT_OPTION = "constrained"  # the rule option that turns on constrained decoding
 
@@ -71,6 +78,7 @@ class Mode:
     name: str
     tool_format: str | None = None
     constrained: bool = False
+    options: tuple[tuple[str, Any], ...] = ()  # rule options of their own (the ``demo`` mode's), before ``--rule``
 
     @property
     def prompting(self) -> bool:
@@ -96,16 +104,26 @@ def parse_modes(text: str, formats: Iterable[str] = FORMATS) -> list[Mode]:
         if not name or name in (m.name for m in modes):
             continue
         base, constrained = (name.removesuffix(CONSTRAINED), True) if name.endswith(CONSTRAINED) else (name, False)
-        if base in DIRECT_MODES and not constrained:
+        if name == DEMO:
+            modes.append(demo_mode())
+        elif base in DIRECT_MODES and not constrained:
             modes.append(Mode(name))
         elif base in known:
             modes.append(Mode(name, base, constrained))
         else:
-            choices = [*DIRECT_MODES, *sorted(known), *(f"{f}{CONSTRAINED}" for f in sorted(known))]
+            choices = [*DIRECT_MODES, DEMO, *sorted(known), *(f"{f}{CONSTRAINED}" for f in sorted(known))]
             raise ValueError(f"unknown mode {name!r}; expected some of: {', '.join(choices)}")
     if not modes:
         raise ValueError("no modes given")
     return modes
+
+
+def demo_mode(path: Path = DEMO_RULES) -> Mode:
+    """The ``demo`` mode: the first rule of the shipped demo rules, its format and every other option it sets."""
+    rule = dict(json5.loads(path.read_text(encoding="utf-8"))["models"][0])
+    tool_format = str(rule.pop("tool_mode"))
+    options = tuple(sorted((k, v) for k, v in rule.items() if k not in ROUTING_KEYS))
+    return Mode(DEMO, tool_format, options=options)
 
 
 def rules_for_modes(
@@ -118,6 +136,7 @@ def rules_for_modes(
         upstream_url, upstream_model, {name: str(m.tool_format) for name, m in emulated.items()}
     )
     for rule in rules["models"]:
+        rule.update(dict(emulated[rule["match"]].options))
         rule.update(options or {})
         if emulated[rule["match"]].constrained:
             rule[CONSTRAINT_OPTION] = True
@@ -411,7 +430,7 @@ def run_modes(
 def default_modes() -> str:
     """The direct modes, then every format without and with constrained decoding."""
     formats = sorted(FORMATS)
-    return ",".join([*DIRECT_MODES, *formats, *(f + CONSTRAINED for f in formats)])
+    return ",".join([*DIRECT_MODES, DEMO, *formats, *(f + CONSTRAINED for f in formats)])
 
 
 def rule_option(text: str) -> tuple[str, Any]:

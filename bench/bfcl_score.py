@@ -23,7 +23,8 @@ Stubbed imports (none changes a score):
 Two small functions mirror BFCL code that sits in modules too heavy to import:
 ``decode`` is ``OpenAICompletionsHandler.decode_ast`` (FC: ``[{name: json_args}]`` -> ``json.loads``;
 prompt: ``default_decode_ast_prompting``), and ``score`` is ``eval_runner._evaluate_single_ast_entry``
-and ``_evaluate_single_relevance_entry`` (irrelevance: correct when nothing decodes to a call).
+and ``_evaluate_single_relevance_entry`` (irrelevance: correct when nothing decodes to a call; relevance:
+correct when something does, its arguments unchecked).
 
 BFCL writes result/score/lock folders under ``BFCL_PROJECT_ROOT`` at import; it is pointed at a
 temporary folder removed when the process exits.
@@ -45,13 +46,25 @@ from typing import Any
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
 # BFCL's user-contributed ("live") questions of the same kinds: a held-out check, scored by the same checker.
-LIVE_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance")
+LIVE_CATEGORIES = (
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
 KNOWN_CATEGORIES = CATEGORIES + LIVE_CATEGORIES
 
 
 def is_irrelevance(category: str) -> bool:
     """Whether the category's questions fit none of their functions (correct: no call)."""
     return category.endswith("irrelevance")
+
+
+def is_relevance_kind(category: str) -> bool:
+    """Whether BFCL scores the category by whether a call was made at all (irrelevance: none; relevance: any)."""
+    return category.endswith("relevance")
 
 
 FC_MODEL = "toolshim-bfcl-fc"  # names in the stubbed MODEL_CONFIG_MAPPING (no "_": BFCL maps it to "/")
@@ -133,7 +146,7 @@ class Bfcl:
 
         The pick is a prefix of one seeded shuffle, so a larger sample holds every question of a smaller one."""
         entries = self._utils.load_dataset_entry(category)
-        answers = {} if is_irrelevance(category) else self._ground_truth(category)
+        answers = {} if is_relevance_kind(category) else self._ground_truth(category)
         if 0 < sample < len(entries):
             order = list(range(len(entries)))
             random.Random(f"{seed}:{category}").shuffle(order)
@@ -170,8 +183,8 @@ class Bfcl:
 
     def score(self, question: Question, result: Any, prompting: bool) -> Verdict:
         """BFCL's verdict for one answer, as ``eval_runner`` computes it for the question's category."""
-        if question.answer is None:
-            return self._score_irrelevance(result, prompting)
+        if is_relevance_kind(question.category):
+            return self._score_relevance(result, prompting, wants_call=not is_irrelevance(question.category))
         try:
             decoded = self.decode(result, prompting)
         except Exception as exc:  # BFCL counts any decoder failure as a wrong answer, so do we
@@ -190,12 +203,16 @@ class Bfcl:
             return Verdict(True, "", "", decoded)
         return Verdict(False, checked["error_type"], "; ".join(map(str, checked["error"])), decoded)
 
-    def _score_irrelevance(self, result: Any, prompting: bool) -> Verdict:
-        """Correct when the answer decodes to no call at all (``_evaluate_single_relevance_entry``)."""
+    def _score_relevance(self, result: Any, prompting: bool, wants_call: bool) -> Verdict:
+        """``_evaluate_single_relevance_entry``: a call is one that decodes and is not empty; irrelevance wants
+        none, relevance (a question some function fits, arguments not checked) wants one."""
         try:
             decoded = self.decode(result, prompting)
-        except Exception:  # undecodable = no function call, which is what irrelevance asks for
-            return Verdict(True, "", "", None)
-        if self._utils.is_empty_output(decoded):
+        except Exception:  # undecodable = no function call
+            decoded = None
+        called = decoded is not None and not self._utils.is_empty_output(decoded)
+        if called == wants_call:
             return Verdict(True, "", "", decoded)
+        if wants_call:
+            return Verdict(False, "relevance_error:decoder_failed", "no function call where one applies", decoded)
         return Verdict(False, "irrelevance_error:decoder_success", "called a function when none applies", decoded)

@@ -12,16 +12,19 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import json5
 import pytest
 from toolshim.config.rules import load_rules
 
 from bench.bfcl import (
+    ROOT,
     TABLE_HEAD,
     Mode,
     Outcome,
     ask,
     check_rules,
     default_modes,
+    demo_mode,
     grammar_costs,
     leaked,
     length_cuts,
@@ -33,7 +36,7 @@ from bench.bfcl import (
     rules_for_modes,
     table,
 )
-from bench.bfcl_score import Question, Verdict
+from bench.bfcl_score import Bfcl, Question, Verdict
 from bench.template_mode import ChatTemplate
 
 FORMATS = ("hermes", "react")
@@ -103,6 +106,22 @@ def test_rule_options_go_into_every_emulated_rule_and_are_checked(capsys: pytest
     with pytest.raises(SystemExit):
         parse_args(["--rule", "tool_order"])
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_the_demo_mode_runs_the_shipped_demo_rule_with_every_option_it_sets(tmp_path: Path) -> None:
+    shipped = json5.loads((ROOT / "demo" / "rules.json5").read_text(encoding="utf-8"))["models"][0]
+    (mode,) = parse_modes("demo", FORMATS)
+    assert mode.tool_format == shipped["tool_mode"]
+    rules = rules_for_modes([mode], "http://127.0.0.1:9/v1", "qwen", {"lenient": False})
+    (rule,) = rules["models"]
+    for key, value in shipped.items():
+        if key not in ("match", "upstream", "upstream_model"):
+            assert rule[key] == value
+    assert rule["lenient"] is False and rule["upstream_model"] == "qwen"
+    check_rules(rules)
+    other = tmp_path / "rules.json5"
+    other.write_text('{models: [{match: "x", upstream: "u", tool_mode: "react", max_tool_calls: 2}]}', encoding="utf-8")
+    assert demo_mode(other) == Mode("demo", "react", options=(("max_tool_calls", 2),))
 
 
 def test_rules_toolshim_rejects_stop_the_run_with_its_message() -> None:
@@ -294,3 +313,36 @@ def test_the_template_mode_sends_the_rendered_prompt_raw_and_reads_the_answer_as
     assert got.leaked is (finish == "length")  # an unfinished call stays in the content, as llama-server leaves it
     with pytest.raises(ValueError, match="chat template"):
         ask(client, "qwen", FakeBfcl(), Mode("template"), question, 64)  # type: ignore[arg-type]
+
+
+def scorer_without_bfcl() -> Bfcl:
+    """A ``Bfcl`` whose two BFCL helpers the relevance verdict uses are stand-ins (``bfcl-eval`` is optional)."""
+    bfcl = object.__new__(Bfcl)
+    bfcl._utils = SimpleNamespace(  # type: ignore[attr-defined]
+        is_empty_output=lambda decoded: not decoded or decoded == [{}]
+    )
+    return bfcl
+
+
+@pytest.mark.parametrize(
+    ("category", "result", "valid"),
+    [
+        ("live_relevance", [{"generate_image": '{"prompt": "a portrait"}'}], True),
+        ("live_relevance", "I cannot draw.", False),  # text does not decode: no call
+        ("live_relevance", [], False),
+        ("live_irrelevance", "I cannot draw.", True),
+        ("live_irrelevance", [{"generate_image": "{}"}], False),
+        ("irrelevance", [], True),
+    ],
+)
+def test_relevance_kinds_are_judged_by_whether_a_call_was_made(category: str, result: object, valid: bool) -> None:
+    question = Question(category, f"{category}_0", [], [], None)
+    verdict = scorer_without_bfcl().score(question, result, prompting=False)
+    assert verdict.valid is valid
+    assert verdict.error_type == (
+        ""
+        if valid
+        else "relevance_error:decoder_failed"
+        if category == "live_relevance"
+        else "irrelevance_error:decoder_success"
+    )
