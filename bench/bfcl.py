@@ -57,7 +57,7 @@ from toolshim.formats import FORMATS  # noqa: E402
 
 from bench.bfcl_score import CATEGORIES, KNOWN_CATEGORIES, Bfcl, Question  # noqa: E402
 from bench.hygiene import echoes, has_markup, has_usage, instruction_windows, invalid_args, is_empty  # noqa: E402
-from bench.template_mode import ChatTemplate, parse_hermes  # noqa: E402
+from bench.template_mode import ChatTemplate, TemplatePrompt, parse_hermes  # noqa: E402
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import model_path, spec_for  # noqa: E402
 
@@ -203,15 +203,29 @@ def request_for(bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int) -> 
     return {**body, "messages": question.messages, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": True}
 
 
-def template_request(template: ChatTemplate, bfcl: Bfcl, question: Question, max_tokens: int) -> dict[str, Any]:
-    """The raw completion llama-server ``--jinja`` would run: the model's template with the tools, at temperature 0."""
-    prompt = template.render(question.messages, bfcl.tools(question))
-    return {"prompt": prompt, "temperature": 0, "max_tokens": max_tokens, "stop": list(template.stops)}
+def completion_request(template: ChatTemplate, prompt: TemplatePrompt, max_tokens: int) -> dict[str, Any]:
+    """The raw completion llama-server ``--jinja`` would run for a rendered prompt, at temperature 0; the generic
+    format's grammar goes in llama-cpp-python's ``grammar`` field."""
+    body: dict[str, Any] = {
+        "prompt": prompt.prompt,
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "stop": list(template.stops),
+    }
+    if prompt.grammar is not None:
+        body["extra_body"] = {"grammar": prompt.grammar}
+    return body
 
 
-def template_message(text: str) -> SimpleNamespace:
-    """A completion as llama-server's chat answer: ``content`` and ``tool_calls`` as its Hermes parser reads them."""
-    parsed = parse_hermes(text)
+def template_prompt(template: ChatTemplate, bfcl: Bfcl, question: Question) -> TemplatePrompt:
+    """The model's template with BFCL's tools, parallel calls allowed as the other modes ask."""
+    return template.prompt_for(question.messages, bfcl.tools(question), parallel=True)
+
+
+def template_message(text: str, prompt: TemplatePrompt | None = None) -> SimpleNamespace:
+    """A completion as llama-server's chat answer: ``content`` and ``tool_calls`` as its parser for the prompt's
+    format (Hermes unless the template needed the generic one) reads them."""
+    parsed = prompt.parse(text) if prompt is not None else parse_hermes(text)
     calls = [SimpleNamespace(function=SimpleNamespace(name=n, arguments=a)) for n, a in parsed.calls]
     return SimpleNamespace(content=parsed.content, tool_calls=calls or None)
 
@@ -257,9 +271,10 @@ def ask_template(
     client: OpenAI, model: str, bfcl: Bfcl, mode: Mode, question: Question, max_tokens: int, template: ChatTemplate
 ) -> Outcome:
     """The ``template`` mode's request: a raw completion of the rendered prompt, parsed as llama-server would."""
+    prompt = template_prompt(template, bfcl, question)
     began = time.monotonic()
     try:
-        response = client.completions.create(model=model, **template_request(template, bfcl, question, max_tokens))
+        response = client.completions.create(model=model, **completion_request(template, prompt, max_tokens))
     except APIError as exc:
         seconds = time.monotonic() - began
         return Outcome(
@@ -267,7 +282,7 @@ def ask_template(
         )
     seconds = time.monotonic() - began
     choice = response.choices[0]
-    message = template_message(choice.text)
+    message = template_message(choice.text, prompt)
     finish = "tool_calls" if message.tool_calls and choice.finish_reason == "stop" else choice.finish_reason
     return scored(bfcl, mode, question, seconds, message, response, finish)
 

@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.agent_loops import load_rules  # noqa: E402
-from bench.bfcl import template_message  # noqa: E402
+from bench.bfcl import completion_request, template_message  # noqa: E402
 from bench.bfcl_score import Bfcl, Question  # noqa: E402
 from bench.template_mode import ChatTemplate  # noqa: E402
 from scripts import local_stack  # noqa: E402
@@ -135,11 +135,11 @@ class Asker:
                 parallel_tool_calls=True, temperature=0, max_tokens=self.max_tokens,
             )  # fmt: skip
             return response.choices[0].message
-        prompt = self.template.render(messages, tools)
+        prompt = self.template.prompt_for(messages, tools, parallel=True)
         completion = self.client.completions.create(
-            model=self.model, prompt=prompt, temperature=0, max_tokens=self.max_tokens, stop=list(self.template.stops)
+            model=self.model, **completion_request(self.template, prompt, self.max_tokens)
         )
-        return template_message(completion.choices[0].text)
+        return template_message(completion.choices[0].text, prompt)
 
 
 def assistant_turn(message: Any, calls: list[str]) -> tuple[dict[str, Any], list[str]]:

@@ -16,6 +16,22 @@ mentions ``<tool_call>``, Qwen2.5's among them):
 * if any call fails (JSON that does not parse or is cut short, no ``name``, a closing tag missing),
   llama.cpp drops every call and the whole completion is content; with calls, content is stripped.
 
+A template that does not render tools (SmolLM2's, and many others) gets what llama-server ``--jinja``
+does for it, its *generic* format (``common_chat_params_init_generic`` with minja's polyfills):
+
+* minja's probe decides: a template knows tools when rendering one with a tool puts the tool's name
+  in the prompt (``supports_tools``);
+* otherwise the system turn gets llama.cpp's "Respond in JSON format, either with `tool_call` ..." line
+  and minja's "You can call any of the following tools to satisfy the user's requests: " with the tools
+  as indented JSON (each appended to an existing system message after a blank line, else a new one);
+* the completion must follow a JSON Schema grammar (not lazy: every answer is JSON) of
+  ``{"tool_call": {"name", "arguments"}}``, ``{"tool_calls": [{"name", "arguments", "id"}]}`` when
+  parallel calls are allowed, or ``{"response": "..."}``; the grammar is llama.cpp's own
+  JSON-Schema-to-GBNF conversion (llama-cpp-python's port), sent as the completion's ``grammar``;
+* ``common_chat_parse_generic`` reads the JSON back; a cut-short or unexpected value is all content.
+
+History polyfills (a template that cannot render calls or tool results) are not emulated.
+
 What is not emulated: the ``<think>`` reasoning split (Qwen2.5-Coder does not think) and the lazy
 grammar llama-server adds once a call starts (this mode decodes unconstrained, as Ollama does).
 
@@ -27,6 +43,7 @@ library only, no weights read) and is rendered with jinja2 in a sandbox, the way
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -40,6 +57,20 @@ from typing import Any, BinaryIO
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 TEMPLATE_KEY = "tokenizer.chat_template"
+# llama.cpp common/chat.cpp (common_chat_params_init_generic) and minja's tools polyfill, word for word.
+GENERIC_INSTRUCTION = (
+    "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the "
+    "user's request"
+)
+TOOLS_POLYFILL = "You can call any of the following tools to satisfy the user's requests: "
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "some_tool",
+        "description": "Some tool.",
+        "parameters": {"type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]},
+    },
+}
 
 
 class GgufError(ValueError):
@@ -138,6 +169,91 @@ class ChatTemplate:
                 eos_token=self.eos_token,
             )
         )
+
+    def knows_tools(self) -> bool:
+        """minja's ``supports_tools`` probe: rendering a tool puts its name in the prompt."""
+        return _renders_tools(self)
+
+    def prompt_for(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None, parallel: bool
+    ) -> TemplatePrompt:
+        """What llama-server ``--jinja`` sends the model for a chat request: the template's own tool prompt,
+        or, for a template that does not render tools, the generic format's system lines and grammar."""
+        if not tools or self.knows_tools():
+            return TemplatePrompt(self.render(messages, tools))
+        tools_text = TOOLS_POLYFILL + json.dumps(list(tools), indent=2, ensure_ascii=False)
+        adjusted = with_system(with_system(messages, GENERIC_INSTRUCTION), tools_text)
+        return TemplatePrompt(self.render(adjusted, tools), generic_grammar(tools, parallel), generic=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _renders_tools(template: ChatTemplate) -> bool:
+    try:
+        return "some_tool" in template.render([{"role": "user", "content": "Hey"}], [_PROBE_TOOL])
+    except TemplateError:
+        return False
+
+
+def with_system(messages: Sequence[Mapping[str, Any]], text: str) -> list[dict[str, Any]]:
+    """minja's ``add_system``: appended to a leading system message after a blank line, else a new first one."""
+    adjusted = [dict(m) for m in messages]
+    if adjusted and adjusted[0].get("role") == "system":
+        adjusted[0]["content"] = f"{adjusted[0].get('content') or ''}\n\n{text}"
+        return adjusted
+    return [{"role": "system", "content": text}, *adjusted]
+
+
+def generic_schema(tools: Sequence[Mapping[str, Any]], parallel: bool) -> dict[str, Any]:
+    """The JSON Schema llama.cpp's generic format decodes under (``tool_choice`` auto)."""
+    calls = []
+    for tool in tools:
+        function = tool["function"]
+        call: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "const": function["name"]},
+                "arguments": function.get("parameters") or {"type": "object"},
+            },
+            "required": ["name", "arguments"],
+        }
+        if "description" in function:
+            call["description"] = function["description"]
+        if parallel:
+            call["properties"]["id"] = {"type": "string", "minLength": 4}
+            call["required"].append("id")
+        calls.append(call)
+    one = calls[0] if len(calls) == 1 else {"anyOf": calls}
+    if parallel:
+        tool_call = {
+            "type": "object",
+            "properties": {"tool_calls": {"type": "array", "items": one, "minItems": 1}},
+            "required": ["tool_calls"],
+        }
+    else:
+        tool_call = {"type": "object", "properties": {"tool_call": one}, "required": ["tool_call"]}
+    response = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"]}
+    return {"anyOf": [tool_call, response]}
+
+
+def generic_grammar(tools: Sequence[Mapping[str, Any]], parallel: bool) -> str:
+    """llama.cpp's JSON-Schema-to-GBNF conversion of ``generic_schema`` (llama-cpp-python carries its port)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return str(json_schema_to_gbnf(json.dumps(generic_schema(tools, parallel))))
+
+
+@dataclass(frozen=True, slots=True)
+class TemplatePrompt:
+    """A rendered prompt, the grammar the server must decode it under (the generic format's), and how the
+    completion is read back."""
+
+    prompt: str
+    grammar: str | None = None
+    generic: bool = False
+
+    def parse(self, text: str) -> Parsed:
+        """The completion as llama-server reads it for this prompt's format."""
+        return parse_generic(text) if self.generic else parse_hermes(text)
 
 
 class TemplateError(Exception):
@@ -255,3 +371,37 @@ def parse_hermes(text: str) -> Parsed:
         return _parse(text)
     except _Incomplete:
         return Parsed(text)
+
+
+def parse_generic(text: str) -> Parsed:
+    """``common_chat_parse_generic``: one JSON object with ``tool_calls``, ``tool_call`` or ``response``;
+    anything else (cut short, text after it, another shape) is all content."""
+    try:
+        value, end = _DECODER.raw_decode(text, _SPACES.match(text).end())  # type: ignore[union-attr]
+    except json.JSONDecodeError:
+        return Parsed(text)
+    if text[end:].strip() or not isinstance(value, dict):
+        return Parsed(text)
+    if "tool_calls" in value:
+        calls = _generic_calls(value["tool_calls"])
+    elif "tool_call" in value:
+        calls = _generic_calls([value["tool_call"]])
+    elif "response" in value:
+        response = value["response"]
+        return Parsed(response if isinstance(response, str) else json.dumps(response, indent=2, ensure_ascii=False))
+    else:
+        return Parsed(text)
+    return Parsed(None, calls) if calls else Parsed(text)
+
+
+def _generic_calls(items: Any) -> tuple[tuple[str, str], ...]:
+    """``add_tool_calls``: every item needs a name; one without makes the whole answer content (empty here)."""
+    if not isinstance(items, list):
+        return ()
+    calls = []
+    for item in items:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            return ()
+        calls.append((name, _arguments(item["arguments"]) if "arguments" in item else ""))
+    return tuple(calls)

@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 
 from bench.template_mode import (
+    GENERIC_INSTRUCTION,
+    TOOLS_POLYFILL,
     ChatTemplate,
     GgufError,
     Parsed,
     TemplateError,
+    TemplatePrompt,
+    generic_schema,
+    parse_generic,
     parse_hermes,
     read_gguf_metadata,
 )
@@ -131,3 +136,95 @@ def test_a_call_llama_cpp_cannot_finish_turns_the_whole_completion_into_content(
 
 def test_not_json_after_a_function_tag_is_skipped_like_llama_cpp() -> None:
     assert parse_hermes('<function=f>oops <function=g>{"a": 1}</function>') == Parsed("oops", (("g", '{"a":1}'),))
+
+
+PLAIN = (  # a chat template that knows no tools, like SmolLM2's
+    "{%- for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+
+
+def test_a_template_that_renders_tools_keeps_its_own_prompt_and_decodes_free() -> None:
+    template = ChatTemplate.with_stops(TINY, eos_token="<|im_end|>")
+    assert template.knows_tools()
+    prompt = template.prompt_for([{"role": "user", "content": "hi"}], TOOLS, parallel=True)
+    assert prompt == TemplatePrompt(template.render([{"role": "user", "content": "hi"}], TOOLS))
+    assert prompt.parse('<tool_call>{"name": "f", "arguments": {}}</tool_call>').calls == (("f", "{}"),)
+
+
+def test_a_template_without_tools_gets_llama_cpps_generic_format_in_the_system_turn() -> None:
+    template = ChatTemplate.with_stops(PLAIN, eos_token="<|im_end|>")
+    assert not template.knows_tools()
+    messages = [{"role": "user", "content": "Weather in Oslo?"}]
+    prompt = template.prompt_for(messages, WEATHER, parallel=False)
+    assert prompt.generic and prompt.grammar
+    system = prompt.prompt.split("<|im_end|>")[0]
+    assert system.startswith(f"<|im_start|>system\n{GENERIC_INSTRUCTION}\n\n{TOOLS_POLYFILL}[\n  {{")
+    assert '"name": "get_weather"' in system and prompt.prompt.endswith(
+        "Weather in Oslo?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    with_own = template.prompt_for([{"role": "system", "content": "Be brief."}, *messages], WEATHER, parallel=False)
+    assert with_own.prompt.startswith(f"<|im_start|>system\nBe brief.\n\n{GENERIC_INSTRUCTION}\n\n{TOOLS_POLYFILL}")
+    assert template.prompt_for(messages, [], parallel=False) == TemplatePrompt(template.render(messages, None))
+
+
+def test_the_generic_schema_is_one_call_a_list_of_calls_with_ids_or_a_response() -> None:
+    single = generic_schema(WEATHER, parallel=False)
+    call = single["anyOf"][0]["properties"]["tool_call"]
+    assert call["properties"]["name"] == {"type": "string", "const": "get_weather"}
+    assert call["properties"]["arguments"] == WEATHER[0]["function"]["parameters"]
+    assert single["anyOf"][1] == {
+        "type": "object",
+        "properties": {"response": {"type": "string"}},
+        "required": ["response"],
+    }
+    both = generic_schema([*WEATHER, *TOOLS], parallel=True)
+    items = both["anyOf"][0]["properties"]["tool_calls"]["items"]
+    assert [c["properties"]["name"]["const"] for c in items["anyOf"]] == ["get_weather", "f"]
+    assert all(c["required"] == ["name", "arguments", "id"] for c in items["anyOf"])
+
+
+def test_the_generic_grammar_is_llama_cpps_gbnf_for_that_schema() -> None:
+    pytest.importorskip("llama_cpp")
+    grammar = ChatTemplate.with_stops(PLAIN).prompt_for([], WEATHER, parallel=False).grammar
+    assert grammar is not None and "root ::=" in grammar
+    assert '"\\"get_weather\\""' in grammar and "response" in grammar
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        (
+            '{"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo"}}}',
+            Parsed(None, (("get_weather", '{"city":"Oslo"}'),)),
+        ),
+        (
+            ' {"tool_calls": [{"name": "a", "arguments": {}, "id": "1234"}, '
+            '{"name": "b", "arguments": {"x": 1}, "id": "5678"}]}\n',
+            Parsed(None, (("a", "{}"), ("b", '{"x":1}'))),
+        ),
+        ('{"response": "It is sunny."}', Parsed("It is sunny.")),
+        ('{"response": {"x": 1}}', Parsed('{\n  "x": 1\n}')),
+        (
+            '{"tool_call": {"name": "get_weather", "arguments": {"city": "Os',
+            Parsed('{"tool_call": {"name": "get_weather", "arguments": {"city": "Os'),
+        ),
+        ('{"tool_call": {"arguments": {}}}', Parsed('{"tool_call": {"arguments": {}}}')),
+        ('{"answer": "x"}', Parsed('{"answer": "x"}')),
+        ('Sunny. {"response": "x"}', Parsed('Sunny. {"response": "x"}')),
+        ('{"response": "x"} and more', Parsed('{"response": "x"} and more')),
+    ],
+)
+def test_generic_completions_parse_as_llama_cpp_reads_them(completion: str, expected: Parsed) -> None:
+    assert parse_generic(completion) == expected
+    assert TemplatePrompt("", "root ::= x", generic=True).parse(completion) == expected
