@@ -61,6 +61,8 @@ def grounds(*texts: str) -> Grounds:
         ("Convert 1,250 dollars", CURRENCY, {"amount": 125, "from_currency": "EUR", "to": "GBP"}),
         ("How many km is 26.2 miles?", CALCULATOR, {"expression": "2 * (3 + 4)"}),  # the description's example
         ("How many km is 26.2 miles?", GET_WEATHER, {"city": "City 2"}),  # one digit alone grounds nothing
+        ("How many people live in Lisbon and in Porto?", GET_WEATHER, {"city": "Lisboa"}),  # another spelling
+        ("Meet at the Marriott downtown", GET_WEATHER, {"city": "Marrakesh"}),  # the same first letters only
     ],
 )
 def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpec, args: dict[str, Any]) -> None:
@@ -76,6 +78,8 @@ def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpe
         ("Convert 4,5 euros", CURRENCY, {"amount": 4.5, "from_currency": "x", "to": "y"}),
         ("Book it for two people", CURRENCY, {"amount": 2, "from_currency": "x", "to": "y"}),
         ("the dentists at 9:30", GET_WEATHER, {"city": "Dentist 09:30"}),
+        ("book the dentist", GET_WEATHER, {"city": "Dentists"}),
+        ("two bookings for Tuesday", GET_WEATHER, {"city": "Tuesdays"}),
         ("東京の天気は?", GET_WEATHER, {"city": "東京"}),
         ("What is 2 * (3 + 4)?", CALCULATOR, {"expression": "2 * (3 + 4)"}),
         ("anything", CONVERT, {"value": 1, "to_unit": "celsius"}),  # 0, 1 and the schema's own values
@@ -120,6 +124,49 @@ def test_the_names_a_question_asks_about_and_no_result_covers() -> None:
     assert uncovered_mentions([{"role": "assistant", "content": "x"}]) == []
 
 
+@pytest.mark.parametrize(
+    ("said", "args", "expected"),
+    [
+        ("How many people live in Lisbon and in Porto?", {"city": "Lisboa"}, {"city": "Lisbon"}),
+        ("Flights to Seville?", {"city": "Sevilla, Spain"}, {"city": "Seville, Spain"}),
+        ("hotels in Lisbon", {"cities": ["Lisboa", "Porto"]}, {"cities": ["Lisbon", "Porto"]}),
+    ],
+)
+def test_a_name_the_model_spelled_its_own_way_is_written_as_the_user_wrote_it(
+    said: str, args: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    fixed = grounds(said).respelled_arguments(GET_WEATHER, json.dumps(args))
+    assert json.loads(fixed) == expected
+    assert grounds(said).ungrounded(GET_WEATHER, fixed) == [] or "cities" in args
+
+
+@pytest.mark.parametrize(
+    ("said", "value"),
+    [
+        ("What do people speak in Portugal?", "Portuguese"),  # more than two letters apart: another word
+        ("I definately want it", "definitely"),  # the user's spelling of a common word is not a name
+        ("the dentist in Lisbon", "Dentists"),  # an ending added: the same word, grounded as it is
+        ("Meet at the Lisbon office", "Write to Lisboa about the plans for the next quarter now"),  # a text
+        ("Flights to Seville or Sevilla?", "Sevilla"),  # the conversation has the model's spelling too
+    ],
+)
+def test_anything_but_a_respelled_name_is_left_as_written(said: str, value: str) -> None:
+    arguments = json.dumps({"city": value})
+    assert grounds(said).respelled_arguments(GET_WEATHER, arguments) == arguments
+
+
+def test_schema_values_and_what_cannot_be_read_are_not_respelled() -> None:
+    tool = ToolSpec("f", "", {"properties": {"unit": {"enum": ["Celsio"]}}, "required": ["unit"]})
+    said = grounds("Celsius, please")
+    assert said.respelled_arguments(tool, '{"unit": "Celsio"}') == '{"unit": "Celsio"}'
+    assert said.respelled_arguments(tool, '{"other": "Celsio"}') == '{"other":"Celsius"}'
+    assert said.respelled_arguments(None, '{"unit": "Celsio"}') == '{"unit": "Celsio"}'
+    assert said.respelled_arguments(tool, "not json") == "not json"
+    assert grounds("all lower case lisbon").respelled_arguments(GET_WEATHER, '{"city": "Lisboa"}') == (
+        '{"city": "Lisboa"}'
+    )
+
+
 # ---- through the proxy ----------------------------------------------------------------------------
 
 CONVERT_TOOL = {
@@ -155,6 +202,20 @@ async def test_a_made_up_value_asks_again_without_that_tool_and_the_model_s_next
     first, second = fake_upstream.requests
     assert "convert_temperature" in offered(first) and "convert_temperature" not in offered(second)
     assert second["messages"][-1] == first["messages"][-1]  # the same question, not the attempt and a message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_respelled_name_reaches_the_client_as_the_user_wrote_it(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=grounded("hermes"))
+    lisboa = call_text("hermes", "get_weather", {"city": "Lisboa"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(lisboa))))
+    asked = [{"role": "user", "content": "What's the weather in Lisbon?"}]
+    result = await ask(proxy, stream, messages=asked, tools=TOOLS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Lisbon"}
+    assert len(fake_upstream.requests) == 1  # grounded as repaired: no re-ask
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -436,3 +436,20 @@ async def test_the_same_call_written_once_more_is_asked_for_the_answer(start_pro
     assert result["choices"][0]["message"]["content"] == "Madrid: 21 C. I have nothing on Paris."
     assert len(fake_upstream.requests) == 3
     assert fake_upstream.requests[2]["messages"][-1]["content"].endswith(FOLD_ANSWER)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_talk_about_a_tool_already_called_while_the_question_is_not_covered_is_asked_for_its_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Madrid's weather in, Paris still asked about: "I will call the `get_weather` tool." is asked for that call
+    (it is the next lookup, not a repeat)."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("To answer the question, I will call the `get_weather` tool."))),
+        Reply(pieces=text_stream(pieces(call_text("hermes")))),
+    )
+    result = await ask(proxy, stream, messages=two_city_loop())
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+    assert "Call `get_weather` now" in fake_upstream.requests[1]["messages"][-1]["content"]

@@ -18,7 +18,7 @@ import logging
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from ..formats import (
@@ -151,6 +151,7 @@ class ResponseBuilder(Generic[Item]):
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
         self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
+        self._names = grounds  # ...and the names it respells are written the conversation's way (always)
         self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
         self._unasked_beside_only = unasked_beside_only  # ...only beside a call already made (before any result)
         # a stream's answer to folded results is held to the end of its first sentence, all of it while that
@@ -390,6 +391,8 @@ class ResponseBuilder(Generic[Item]):
             self._unused_call = True
             return
         state = self._open.pop(event.index, None)
+        if state is None:
+            event = self._respelled(event)
         if self._repeats(event, attempt) and state is None:
             return  # the same call again in one turn: a model writing on in a loop, cut there
         if state is None and self._copied_example(event):
@@ -417,6 +420,17 @@ class ResponseBuilder(Generic[Item]):
         self.tally.calls += 1
         self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
         self.tally.repairs.extend(event.repairs)
+
+    def _respelled(self, event: ToolCallEnd) -> ToolCallEnd:
+        """The call with the names the model respelled written as the conversation writes them ("Lisboa"
+        for the user's "Lisbon"): the tool knows the user's name, and the repeat check sees the same call."""
+        if self._names is None:
+            return event
+        tool = next((t for t in self._tools if t.name == event.name), None)
+        arguments = self._names.respelled_arguments(tool, event.arguments)
+        if arguments == event.arguments:
+            return event
+        return replace(event, arguments=arguments, repairs=(*event.repairs, "respelled"))
 
     def _made_up(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """A call whose required values the conversation does not hold: kept back for a re-ask."""

@@ -261,8 +261,9 @@ class Emulator:
     def _tool_talk(self, attempt: Attempt) -> tuple[str, str] | None:
         """An answer to tool results that talks about a tool instead ("call get_on_call", "The next tool you need
         is `get_flight_status`."), while the client has seen none of it: asked again, for the call it names when
-        the conversation has not made that call and the question asks for its tool (``call``), else for the
-        answer from the results, the tools withdrawn (``answer``)."""
+        the question asks for its tool and the conversation has not made that call, or has but the question
+        names something no result covers yet ("I will call the `get_population` tool" after Lisbon's, Porto
+        still asked about) (``call``), else for the answer from the results, the tools withdrawn (``answer``)."""
         plan, builder = self.plan, self.builder
         if not plan.folded or attempt.finish != "stop" or attempt.calls:
             return None
@@ -271,7 +272,7 @@ class Emulator:
             return None
         builder.drop_held_text()
         made = {key_name(key) for key in plan.made_calls()}
-        wanted = [name for name in named if name not in made and name not in plan.unasked]
+        wanted = [name for name in named if (name not in made or plan.asks_more) and name not in plan.unasked]
         if wanted:
             return "call", (
                 f"Call `{wanted[0]}` now: reply with only the tool call, in exactly the format described in the "

@@ -9,10 +9,20 @@ not contain, so the model can be asked once to get the value from a tool (or to 
 taken (``ground_arguments`` in the rules, ``Emulator._reask``).
 
 Lenient on purpose: a value is grounded when any of its words (three or more characters, or digits)
-appears in the conversation, or a number equal to it does. Values the schema itself gives (``enum``,
+appears in the conversation, or a number equal to it does. A longer word also counts when it only adds
+an ending to a word of the conversation or drops one (dentist / dentists); a word that merely starts the
+same way is another word: "Lisboa" is not what the user said when they wrote "Lisbon", and the tool that
+knows "Lisbon" will not know it. Values the schema itself gives (``enum``,
 ``const``, ``default``), booleans and the numbers 0 and 1 are never questioned. What a model derives from
 world knowledge ("NYC" → "New York") can fail the check; it then costs one re-ask, after which the same
 call is taken as written.
+
+A name the model spelled its own way is written back the way the conversation wrote it
+(``respelled_arguments``): "Lisboa" for the user's "Lisbon", "Sevilla" for "Seville"; the tool that knows
+the user's name may know no other. Only names: a word that starts like exactly one capitalised word of the
+conversation (its first five letters) and differs from it in at most two letters (and a third of its
+length), in a short value (a name, not a message body whose spelling may be better than the user's);
+anything further off ("Portuguese" beside "Portugal") is left as the model wrote it.
 
 The tool definitions are not grounds: their descriptions hold examples ("City name, e.g. Paris") that a
 model copies into a call it has no value for.
@@ -26,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..formats import ToolSpec
+from ..formats import ToolSpec, canonical_json
 from ..formats.history import content_text
 
 _WORD = re.compile(r"[^\W_]+")
@@ -38,7 +48,10 @@ _NUMBER_WORDS = {
         "seventeen eighteen nineteen twenty".split()
     )
 } | {"dozen": 12, "half": 0.5, "hundred": 100, "thousand": 1000, "million": 1_000_000}
-_STEM = 5  # words of this many characters or more also match by their first five (dentist / dentists)
+_STEM = 5  # words of this many characters or more also match a word they extend or shorten (dentist / dentists)
+MAX_RESPELL_EDITS = 2  # letters a respelled name may differ by (and at most a third of its length)
+MAX_RESPELL_WORD = 40  # longer words are not compared: the edit distance stays cheap
+MAX_RESPELL_VALUE_WORDS = 6  # a longer string is text, not a name: left as written
 # Past this many characters of conversation only the newest text is searched: the check stays bounded.
 MAX_GROUND_CHARS = 200_000
 
@@ -47,10 +60,19 @@ class Grounds:
     """The conversation's words and numbers, as the client sent them (not toolshim's instructions)."""
 
     def __init__(self, texts: Iterable[str]) -> None:
-        text = "\n".join(texts).casefold()[-MAX_GROUND_CHARS:]
+        original = "\n".join(texts)[-MAX_GROUND_CHARS:]
+        text = original.casefold()
         self._text = text
         self._words = set(_WORD.findall(text))
-        self._stems = {word[:_STEM] for word in self._words if len(word) >= _STEM}
+        # how the conversation spells each longer capitalised word (a name), for ``respelled``
+        self._names: dict[str, str] = {}
+        for word in _WORD.findall(original):
+            if len(word) >= _STEM and word[0].isupper():
+                self._names.setdefault(word.casefold(), word)
+        self._stems: dict[str, list[str]] = {}
+        for word in self._words:
+            if len(word) >= _STEM:
+                self._stems.setdefault(word[:_STEM], []).append(word)
         self._digits = {_digits(word) for word in self._words if word.isdigit()}
         self._numbers = {number for raw in _NUMBER.findall(text) if (number := _to_number(raw)) is not None}
         self._numbers |= {float(value) for word, value in _NUMBER_WORDS.items() if word in self._words}
@@ -80,11 +102,59 @@ class Grounds:
         for word in _WORD.findall(folded):
             if word.isdigit() and len(_digits(word)) >= 2 and _digits(word) in self._digits:
                 return True
-            if len(word) >= 3 and (word in self._words or (len(word) >= _STEM and word[:_STEM] in self._stems)):
+            if len(word) >= 3 and (word in self._words or self._inflects(word)):
                 return True
             if not word.isascii() and len(word) >= 2 and word in self._text:
                 return True
         return False
+
+    def _inflects(self, word: str) -> bool:
+        """A conversation word this one extends or shortens by an ending (``dentists`` for ``dentist``)."""
+        if len(word) < _STEM:
+            return False
+        return any(known.startswith(word) or word.startswith(known) for known in self._stems.get(word[:_STEM], ()))
+
+    def respelled_arguments(self, tool: ToolSpec | None, arguments: str) -> str:
+        """The call's arguments (JSON text) with the names the model respelled written as the conversation
+        writes them ("Lisboa" after "Lisbon"); the same text when there is none. Schema values are kept."""
+        if tool is None or not self._names:
+            return arguments
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            return arguments
+        if not isinstance(args, dict):
+            return arguments
+        properties = tool.parameters.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        fixed = {name: self._respell_value(value, properties.get(name)) for name, value in args.items()}
+        return arguments if fixed == args else canonical_json(fixed)
+
+    def _respell_value(self, value: Any, schema: Any) -> Any:
+        if isinstance(value, str):
+            if _unquestioned(value, schema if isinstance(schema, Mapping) else {}):
+                return value
+            return self.respelled(value)
+        if isinstance(value, list):
+            return [self._respell_value(item, None) for item in value]
+        if isinstance(value, dict):
+            return {key: self._respell_value(item, None) for key, item in value.items()}
+        return value
+
+    def respelled(self, value: str) -> str:
+        """``value`` with each word that respells one name of the conversation written as the conversation
+        writes it ("Lisboa, Portugal" after "Lisbon" -> "Lisbon, Portugal"); a longer text is left alone."""
+        if len(_WORD.findall(value)) > MAX_RESPELL_VALUE_WORDS:
+            return value
+        return _WORD.sub(lambda match: self._spelling_of(match.group()), value)
+
+    def _spelling_of(self, word: str) -> str:
+        folded = word.casefold()
+        if len(folded) < _STEM or len(folded) > MAX_RESPELL_WORD or folded in self._words or self._inflects(folded):
+            return word
+        limit = min(MAX_RESPELL_EDITS, len(folded) // 3)
+        close = [known for known in self._stems.get(folded[:_STEM], ()) if _within_edits(folded, known, limit)]
+        return self._names.get(close[0], word) if len(close) == 1 else word
 
     def ungrounded(self, tool: ToolSpec | None, arguments: str) -> list[str]:
         """The required arguments of this call (JSON text) as ``name=value`` when none of their values
@@ -175,6 +245,21 @@ def _leaves(value: Any) -> Iterable[Any]:
             yield from _leaves(item)
     else:
         yield value
+
+
+def _within_edits(a: str, b: str, limit: int) -> bool:
+    """Whether ``a`` becomes ``b`` in at most ``limit`` single-letter edits (Levenshtein, cut off early)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, letter in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (letter != other)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
 
 
 def _digits(word: str) -> str:

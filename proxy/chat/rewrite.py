@@ -86,6 +86,8 @@ class EmulationPlan:
     # folded, with something the question names that no result covers yet: the body whose history ends asking
     # for the next call (the model wrote a call again whose result it has, instead of the one still missing)
     call_body: dict[str, Any] | None = None
+    # folded, with ground_arguments: the question names something no result covers yet (Porto, after Lisbon's)
+    asks_more: bool = False
 
     @property
     def wants_call(self) -> bool:
@@ -265,6 +267,7 @@ def build_plan(
         unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
         call_body=call_body,
+        asks_more=bool(note),
     )
 
 

@@ -12,6 +12,7 @@ split (``set_thinking``), the hermes call and result tags, and ``plain_key`` (py
 
 from __future__ import annotations
 
+from ._args import canonical_json
 from ._hermes_markup import CLOSE as CALL_CLOSE
 from ._hermes_markup import OPEN as CALL_OPEN
 from ._hermes_markup import RESPONSE as RESULT_OPEN
@@ -84,6 +85,7 @@ __all__ = [
     "ToolChoice",
     "ToolFormat",
     "ToolSpec",
+    "canonical_json",
     "find_first",
     "get_format",
     "partial_marker_len",
