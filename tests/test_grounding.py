@@ -48,6 +48,13 @@ CALCULATOR = ToolSpec(
 )
 
 
+LOOKUP = ToolSpec(
+    "lookup_contact",
+    "Look up a person in the address book by name.",
+    {"properties": {"name": {"type": "string"}}, "required": ["name"]},
+)
+
+
 def grounds(*texts: str) -> Grounds:
     return Grounds.of_messages([{"role": "user", "content": text} for text in texts])
 
@@ -62,6 +69,8 @@ def grounds(*texts: str) -> Grounds:
         ("How many km is 26.2 miles?", CALCULATOR, {"expression": "2 * (3 + 4)"}),  # the description's example
         ("How many km is 26.2 miles?", GET_WEATHER, {"city": "City 2"}),  # one digit alone grounds nothing
         ("How many people live in Lisbon and in Porto?", GET_WEATHER, {"city": "Lisboa"}),  # another spelling
+        ("What is the square root of 81?", LOOKUP, {"name": "81"}),  # digits name no person
+        ("Weather at 10001, please", GET_WEATHER, {"city": "10001"}),
         ("Meet at the Marriott downtown", GET_WEATHER, {"city": "Marrakesh"}),  # the same first letters only
     ],
 )
@@ -85,6 +94,7 @@ def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpe
         ("anything", CONVERT, {"value": 1, "to_unit": "celsius"}),  # 0, 1 and the schema's own values
         ("anything", GET_WEATHER, {"city": ""}),
         ("anything", GET_WEATHER, {"other": "Paris"}),  # only required values are judged
+        ("Call R2D2 for me", LOOKUP, {"name": "R2D2"}),  # a name with a digit in it is still a name
     ],
 )
 def test_a_value_from_the_conversation_or_the_schema_is_grounded(
@@ -506,3 +516,25 @@ async def test_a_call_kept_back_for_an_uncovered_mention_is_asked_for_again_as_a
     first, again = (last_message(request) for request in fake_upstream.requests)
     assert first.endswith("Otherwise call the next tool you need.")
     assert again.endswith("New York, which these results do not cover yet. Call the next tool you need.")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_lookup_of_digits_for_a_question_no_tool_relates_to_gets_a_plain_answer(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """ "What is the square root of 81?" → ``lookup_contact(name="81")``: the 81 is the user's, but digits name no
+    person; the question shares no word with any tool, so the model is asked for a plain answer."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    contact = {
+        "type": "function",
+        "function": {"name": LOOKUP.name, "description": LOOKUP.description, "parameters": LOOKUP.parameters},
+    }
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text("hermes", "lookup_contact", {"name": "81"})))),
+        Reply(pieces=text_stream(["The square root of 81 is 9."])),
+    )
+    asked = [{"role": "user", "content": "What is the square root of 81?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[contact, OPENAI_TOOLS["get_weather"]])
+    message = result["choices"][0]["message"]
+    assert message["content"] == "The square root of 81 is 9." and not message.get("tool_calls")
+    assert len(fake_upstream.requests) == 2

@@ -24,6 +24,10 @@ conversation (its first five letters) and differs from it in at most two letters
 length), in a short value (a name, not a message body whose spelling may be better than the user's);
 anything further off ("Portuguese" beside "Portugal") is left as the model wrote it.
 
+A value can come from the conversation and still name nothing: a parameter that names a person or a place
+(``name``, ``city``, ``contact_name`` ...) given only digits ("What is the square root of 81?" → a contact
+lookup for "81") is made up all the same.
+
 The tool definitions are not grounds: their descriptions hold examples ("City name, e.g. Paris") that a
 model copies into a call it has no value for.
 """
@@ -52,6 +56,9 @@ _STEM = 5  # words of this many characters or more also match a word they extend
 MAX_RESPELL_EDITS = 2  # letters a respelled name may differ by (and at most a third of its length)
 MAX_RESPELL_WORD = 40  # longer words are not compared: the edit distance stays cheap
 MAX_RESPELL_VALUE_WORDS = 6  # a longer string is text, not a name: left as written
+# parameters that name a person or a place (the last word of the parameter's name): digits alone name none
+_NAMING = frozenset({"name", "city", "country", "person", "contact", "town"})
+_LETTER = re.compile(r"[^\W\d_]")
 # Past this many characters of conversation only the newest text is searched: the check stays bounded.
 MAX_GROUND_CHARS = 200_000
 
@@ -178,7 +185,11 @@ class Grounds:
             schema = properties.get(name)
             if name not in args or _unquestioned(args[name], schema if isinstance(schema, Mapping) else {}):
                 continue
-            if self._grounded(args[name]) and not self._copied(args[name], told):
+            if (
+                self._grounded(args[name])
+                and not self._copied(args[name], told)
+                and not _names_nothing(name, args[name])
+            ):
                 return []
             missing.append(f"{name}={json.dumps(args[name], ensure_ascii=False)}")
         return missing
@@ -219,6 +230,12 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if mention and mention != "I" and mention not in found and not since.has_text(mention):
             found.append(mention)
     return found[:MAX_MENTIONS]
+
+
+def _names_nothing(parameter: str, value: Any) -> bool:
+    """A parameter that names a person or a place given a string with no letter in it ("81", "2025")."""
+    last = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", parameter.strip("_"))[-1].casefold()
+    return last in _NAMING and isinstance(value, str) and not _LETTER.search(value)
 
 
 def _definition_text(tool: ToolSpec) -> str:
