@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -344,26 +345,52 @@ def share(count: int, total: int) -> str:
     return f"{count}/{total} ({100 * count / total:.0f}%)" if total else "0/0"
 
 
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson(count: int, total: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of a proportion: sound at the small counts and the 0%/100% ends a
+    benchmark of a few dozen questions gives, where the normal approximation is not."""
+    if not total:
+        return 0.0, 1.0
+    p, z2 = count / total, Z95 * Z95
+    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
+    half = Z95 * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share_with_interval(count: int, total: int) -> str:
+    """``7/10 (70%, 40-89%)``: the share and its 95% interval."""
+    if not total:
+        return "0/0"
+    low, high = wilson(count, total)
+    return f"{count}/{total} ({100 * count / total:.0f}%, {100 * low:.0f}-{100 * high:.0f}%)"
+
+
 def summary_row(mode: str, group: str, outcomes: Sequence[Outcome]) -> str:
-    """One Markdown table row: correct, leaked, echoed, empty, no usage, schema-invalid arguments, latency."""
+    """One Markdown table row: correct (with its 95% interval), leaked, echoed, empty, no usage, schema-invalid
+    arguments, latency, completion tokens."""
     n = len(outcomes)
     correct, leaks = sum(o.valid for o in outcomes), sum(o.leaked for o in outcomes)
     echoed, empty = sum(o.echoed for o in outcomes), sum(o.empty for o in outcomes)
     no_usage, bad_args = sum(not o.usage for o in outcomes), sum(o.invalid_args for o in outcomes)
     median = f"{statistics.median(o.seconds for o in outcomes):.1f} s" if outcomes else "-"
-    counts = " | ".join(share(k, n) for k in (correct, leaks, echoed, empty, no_usage, bad_args))
-    return f"| {mode} | {group} | {counts} | {median} |"
+    tokens = [o.completion_tokens for o in outcomes if o.completion_tokens is not None]
+    median_tokens = f"{statistics.median(tokens):.0f}" if tokens else "-"
+    counts = " | ".join(share(k, n) for k in (leaks, echoed, empty, no_usage, bad_args))
+    return f"| {mode} | {group} | {share_with_interval(correct, n)} | {counts} | {median} | {median_tokens} |"
 
 
 TABLE_HEAD = (
-    "| mode | category | correct (BFCL checker) | markup leaked | instructions echoed | empty | no usage "
-    "| schema-invalid arguments | median latency |"
+    "| mode | category | correct (BFCL checker; 95% interval) | markup leaked | instructions echoed | empty | no usage "
+    "| schema-invalid arguments | median latency | median completion tokens |"
 )
+TABLE_RULE = "|---|---|---|---|---|---|---|---|---|---|"
 
 
 def table(outcomes: Sequence[Outcome], heading: str) -> str:
     """Per mode: a row per category, then the overall row (in the order the outcomes came)."""
-    lines = [heading, "", TABLE_HEAD, "|---|---|---|---|---|---|---|---|---|"]
+    lines = [heading, "", TABLE_HEAD, TABLE_RULE]
     for mode in dict.fromkeys(o.mode for o in outcomes):
         mine = [o for o in outcomes if o.mode == mode]
         for category in dict.fromkeys(o.category for o in mine):

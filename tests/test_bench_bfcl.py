@@ -19,6 +19,7 @@ from toolshim.config.rules import load_rules
 from bench.bfcl import (
     ROOT,
     TABLE_HEAD,
+    TABLE_RULE,
     Mode,
     Outcome,
     ask,
@@ -35,6 +36,7 @@ from bench.bfcl import (
     report,
     rules_for_modes,
     table,
+    wilson,
 )
 from bench.bfcl_score import Bfcl, Question, Verdict
 from bench.template_mode import ChatTemplate
@@ -168,6 +170,12 @@ def outcome(mode: str, category: str, valid: bool, is_leaked: bool, seconds: flo
     )
 
 
+def row(*cells: object) -> str:
+    """A table row without tokens: the last cell is the median latency in seconds."""
+    *texts, seconds = cells
+    return "| " + " | ".join(map(str, texts)) + f" | {float(seconds):.1f} s | - |"  # type: ignore[arg-type]
+
+
 def test_table_rows_per_category_then_overall_per_mode() -> None:
     outcomes = [
         outcome("prompt", "simple_python", True, False, 1.0),
@@ -179,13 +187,52 @@ def test_table_rows_per_category_then_overall_per_mode() -> None:
         "HEAD",
         "",
         TABLE_HEAD,
-        "|---|---|---|---|---|---|---|---|---|",
-        "| prompt | simple_python | 1/2 (50%) | 0/2 (0%) | 0/2 (0%) | 0/2 (0%) | 0/2 (0%) | 0/2 (0%) | 2.0 s |",
-        "| prompt | irrelevance | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | 2.0 s |",
-        "| prompt | **overall** | 2/3 (67%) | 1/3 (33%) | 0/3 (0%) | 0/3 (0%) | 0/3 (0%) | 0/3 (0%) | 2.0 s |",
-        "| hermes | simple_python | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 0/1 (0%) | 4.0 s |",
-        "| hermes | **overall** | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) | 0/1 (0%) | 4.0 s |",
+        TABLE_RULE,
+        row(
+            "prompt", "simple_python", "1/2 (50%, 9-91%)", "0/2 (0%)", "0/2 (0%)", "0/2 (0%)", "0/2 (0%)", "0/2 (0%)", 2
+        ),
+        row("prompt", "irrelevance", "1/1 (100%, 21-100%)", "1/1 (100%)", *["0/1 (0%)"] * 4, 2),
+        row("prompt", "**overall**", "2/3 (67%, 21-94%)", "1/3 (33%)", *["0/3 (0%)"] * 4, 2),
+        row(
+            "hermes",
+            "simple_python",
+            "0/1 (0%, 0-79%)",
+            "1/1 (100%)",
+            "1/1 (100%)",
+            "0/1 (0%)",
+            "1/1 (100%)",
+            "0/1 (0%)",
+            4,
+        ),
+        row(
+            "hermes",
+            "**overall**",
+            "0/1 (0%, 0-79%)",
+            "1/1 (100%)",
+            "1/1 (100%)",
+            "0/1 (0%)",
+            "1/1 (100%)",
+            "0/1 (0%)",
+            4,
+        ),
     ]
+
+
+@pytest.mark.parametrize(
+    ("count", "total", "interval"),
+    [(0, 10, (0.0, 0.2775)), (10, 10, (0.7225, 1.0)), (50, 100, (0.4038, 0.5962)), (3, 37, (0.0279, 0.2128))],
+)
+def test_the_correct_share_carries_its_wilson_95_interval(
+    count: int, total: int, interval: tuple[float, float]
+) -> None:
+    low, high = wilson(count, total)
+    assert low == pytest.approx(interval[0], abs=5e-4) and high == pytest.approx(interval[1], abs=5e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_the_table_gives_the_median_completion_tokens() -> None:
+    rows = [replace(outcome("prompt", "simple_python", True, False, 1.0), completion_tokens=n) for n in (10, 30, 20)]
+    assert table(rows, "H").splitlines()[4].endswith("| 1.0 s | 20 |")
 
 
 def test_grammar_costs_per_constrained_mode() -> None:
