@@ -25,6 +25,7 @@ bounded: a fence line and its first content line (``_FENCE_WINDOW``), a line sta
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._hermes_markup import RESPONSE as _WRAPPER_OPEN
@@ -168,7 +169,7 @@ class TurnGuard:
     """A format's parser with fenced calls read as calls and invented tool results cut; see the module."""
 
     def __init__(self, inner: StreamParser, opener: CallOpener | None) -> None:
-        self.inner, self._opener = inner, opener
+        self.inner, self.opener = inner, opener
         self._in = ""  # held input: a possible fence line at a line start
         self._in_line = True  # the input is at a line start
         self._depth = 0  # open fences inside an unfenced call (0: none; 1: only the dropped one)
@@ -202,7 +203,7 @@ class TurnGuard:
 
     def _unfence(self, text: str, final: bool) -> str:
         """``text`` with the fences around call blocks removed (some may be held for the next piece)."""
-        if self._opener is None:
+        if self.opener is None:
             return text
         s, out, i = self._in + text, [], 0
         self._in = ""
@@ -251,8 +252,8 @@ class TurnGuard:
             return s[i : m.end()], m.end()
         blank = _BLANK_LINES.match(s, m.end())
         start = blank.end() if blank is not None else m.end()
-        assert self._opener is not None
-        opens = self._opener.opens(s[start : start + _FENCE_WINDOW], final)
+        assert self.opener is not None
+        opens = self.opener.opens(s[start : start + _FENCE_WINDOW], final)
         if opens is None:
             return None if not final and len(s) - i < _FENCE_WINDOW else self._text(s, i, m.end())
         if not opens:
@@ -313,3 +314,12 @@ class TurnGuard:
 def guard(inner: StreamParser, opener: CallOpener | None) -> StreamParser:
     """``inner`` behind a ``TurnGuard``: fenced calls are calls, an invented tool result ends the turn."""
     return TurnGuard(inner, opener)
+
+
+def guard_around(parser: StreamParser, wrap: Callable[[StreamParser], StreamParser]) -> StreamParser:
+    """``wrap`` applied to what ``parser`` guards, under that one guard (its call opener kept): a layer such as
+    lenient recognition sits inside the format's guard, so calls of either kind are unfenced and cut after
+    by one guard, and each piece crosses one guard, not two. A parser with no guard gets one (no opener)."""
+    if isinstance(parser, TurnGuard):
+        return TurnGuard(wrap(parser.inner), parser.opener)
+    return TurnGuard(wrap(parser), None)

@@ -93,7 +93,7 @@ from ._args import ToolIndex
 from ._calls import CallSlots
 from ._foreign import ForeignCalls
 from ._foreign_open import BLOCK_CAP, HOLD_CAP
-from ._guard import guard
+from ._guard import guard_around
 from ._text import EventBuffer
 from .base import (
     Event,
@@ -233,5 +233,7 @@ def rescue(raw: str, tools: Sequence[ToolSpec] | ToolIndex, closed: bool = False
 def new_parser(fmt: ToolFormat, tools: Sequence[ToolSpec], max_calls: int = 1, lenient: bool = True) -> StreamParser:
     """A parser for one response in ``fmt``; with ``lenient``, foreign call syntaxes are calls too."""
     primary = fmt.new_parser(tools, max_calls)
-    # the guard again outside: a call in a foreign syntax followed by an invented tool result ends the turn too
-    return guard(LenientParser(primary, tools, max_calls), None) if lenient else primary
+    if not lenient:
+        return primary
+    # inside the format's guard: a call in a foreign syntax followed by an invented tool result ends the turn too
+    return guard_around(primary, lambda inner: LenientParser(inner, tools, max_calls))

@@ -131,7 +131,10 @@ def test_golden_never_shows_foreign_markup(fmt: str, stem: str) -> None:
 
 @pytest.mark.parametrize(("fmt", "stem"), OWN_CASES, ids=[f"{f}/{s}" for f, s in OWN_CASES])
 def test_own_golden_cases_unchanged(fmt: str, stem: str) -> None:
-    """Lenient recognition changes nothing a format's own golden cases expect (whole and split)."""
+    """Lenient recognition changes nothing a format's own golden cases expect (whole and split), but for the line
+    break before an invented tool result that ends the turn: recognition sits inside the format's guard and
+    holds the break before a result tag (``<tool_response>``) with the tag, so it goes with the rest of the cut.
+    A tag it does not hold, a word (``Observation:``), keeps the break in the content, as without lenient."""
     case = load_golden(fmt)[stem]
     thinking = case.get("thinking", "off")
     events = assert_same_in_all_chunkings(
@@ -139,7 +142,10 @@ def test_own_golden_cases_unchanged(fmt: str, stem: str) -> None:
         case["output"],
         case.get("finish_reason", "stop"),
     )
-    assert summarize(events) == case["expect"], case["description"]
+    got, want = summarize(events), dict(case["expect"])
+    if stem.startswith("invented_result") and got["calls"]:  # the break before a result tag may go with the cut
+        got["content"], want["content"] = got["content"].rstrip("\n"), want["content"].rstrip("\n")
+    assert got == want, case["description"]
 
 
 def test_off_is_the_format_parser() -> None:
