@@ -86,6 +86,7 @@ _FENCE_PREFIX = re.compile(r"[ \t]{0,16}`{0,2}")
 _SCAN = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)|<think>")
 _SCAN_FENCED = re.compile(r"\n(?=[ \t]*(?:`|\Z)|\^)")
 _CARETS = re.compile(r"\^+[ \t]*")
+_BLANKS = re.compile(r"[ \t]*")
 _KEY = re.compile(r"[A-Za-z_][\w.\-]*")
 _LONG_CONTENT = 80  # `content` strings longer than this are rendered in the body
 
@@ -196,6 +197,7 @@ class CaretParser(StepParser[_State]):
         self._buf, self._pos = "", 0  # input from _pos on is undecided; bounded (a line start, a partial tag)
         self._bol = True  # the character at _pos starts a line
         self._fenced = False
+        self._strip_blanks = False  # stray carets ended the input so far: blanks that follow go with them
         self._final = False  # close() is running: no more input comes
         self._block: _Block | None = None
         self._steps: dict[_State, Callable[[], bool]] = {
@@ -232,6 +234,12 @@ class CaretParser(StepParser[_State]):
         """Scan text, deciding each line start; one Text event per run of decided text."""
         data, out = self._buf, self._out
         pos = start = self._pos
+        if self._strip_blanks:  # the blanks after stray carets, however the input was split
+            pos = start = _BLANKS.match(data, pos).end()  # type: ignore[union-attr]
+            self._pos = pos
+            if pos == len(data):
+                return False
+            self._strip_blanks = False
         while True:
             if self._bol:
                 nl = data.find("\n", pos, pos + MAX_HOLDBACK + 1)
@@ -250,6 +258,9 @@ class CaretParser(StepParser[_State]):
                 elif kind is _Line.STRAY:
                     out.text(Text, data[start:pos])
                     pos = start = _CARETS.match(data, pos).end()  # type: ignore[union-attr]
+                    if pos == len(data):
+                        self._pos, self._strip_blanks = pos, not self._final
+                        return False
             m = (_SCAN_FENCED if self._fenced else _SCAN).search(data, pos)
             if m is None:
                 self._pos = self._hold(pos, () if self._fenced else (_THINK_OPEN,))

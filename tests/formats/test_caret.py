@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.formats import get_format
@@ -234,3 +235,14 @@ def test_render_result_cannot_be_read_as_a_call() -> None:
     assert result.startswith("Result of get_weather:\n")
     got = _parse(result)
     assert got["calls"] == [] and got["malformed"] == 0 and "sunny" in got["content"]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("^^^^^^  ", ""), ("^^^^^^ \t x", "x"), ("Hi\n^^^^  \n", "Hi\n\n"), ("^^^^^^  ^^^", "^^^")],
+)
+def test_blanks_after_stray_carets_go_with_them_however_the_input_is_split(text: str, shown: str) -> None:
+    """Found by hypothesis: ``^^^^^^`` then two blanks fed one at a time left one blank as text. Carets that
+    open no block at a line start go with the blanks after them; carets further on in the line are prose."""
+    events = assert_same_in_all_chunkings(_factory(), text)
+    assert "".join(e.text for e in events if isinstance(e, Text)) == shown
