@@ -538,3 +538,34 @@ async def test_a_lookup_of_digits_for_a_question_no_tool_relates_to_gets_a_plain
     message = result["choices"][0]["message"]
     assert message["content"] == "The square root of 81 is 9." and not message.get("tool_calls")
     assert len(fake_upstream.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_written_again_when_asked_for_a_plain_answer_stands(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """ "I want to buy a house with a garage in Walnut Creek" shares no word with ``Homes_FindHomeByArea`` (home,
+    area), and "purchase" is no value the user wrote: asked for a plain answer, the model writes the call again.
+    The word match missed: the first call is the answer, not toolshim's note that there is none."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    homes = {
+        "type": "function",
+        "function": {
+            "name": "Homes_FindHomeByArea",
+            "description": "Search for a property to rent or buy.",
+            "parameters": {
+                "type": "object",
+                "properties": {"area": {"type": "string"}, "intent": {"type": "string"}},
+                "required": ["area", "intent"],
+            },
+        },
+    }
+    call = call_text("hermes", "Homes_FindHomeByArea", {"area": "Walnut Creek, CA", "intent": "purchase"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(call))), Reply(pieces=text_stream(pieces(call))))
+    asked = [{"role": "user", "content": "I want a house with a garage"}]
+    result = await ask(proxy, stream, messages=asked, tools=[homes])
+    choice = result["choices"][0]
+    [made] = choice["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"area": "Walnut Creek, CA", "intent": "purchase"}
+    assert choice["finish_reason"] == "tool_calls" and not (choice["message"].get("content") or "").strip()
+    assert len(fake_upstream.requests) == 2 and "Homes_FindHomeByArea" not in offered(fake_upstream.requests[1])

@@ -175,6 +175,11 @@ class ResponseBuilder(Generic[Item]):
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
 
+    def allow_calls(self) -> None:
+        """Calls may be returned again after ``withdraw_calls`` (a plain answer was asked for and the model
+        wrote only the call again: that call is the answer); plain-line calls stay dropped."""
+        self.calls_withdrawn = False
+
     def trust_arguments(self) -> None:
         """The model was asked once about values it made up: what it writes from now on is taken."""
         self._grounds = None

@@ -100,6 +100,7 @@ class Emulator:
         self._pending_start: list[Chunk] = []  # the role chunk, held until there is output
         self._ground_asked = False  # calls that made up their values were asked about (once per request)
         self._made_up: list[ToolCallEnd] = []  # those calls, until the attempt without their tools has ended
+        self._off_topic_calls: list[ToolCallEnd] = []  # made-up calls asked about with a plain answer (off topic)
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
             wants_call=plan.wants_call,
@@ -164,6 +165,8 @@ class Emulator:
                 await upstream_stream.aclose()
             for chunk in self._emit(self._first_call_stands(attempt)):
                 yield chunk
+            for chunk in self._emit(self._insisted_call(attempt)):
+                yield chunk
             if not self._stop_reading(attempt):  # else a repair follows: the open text goes with the attempt
                 for chunk in self._emit(self.builder.end_attempt()):
                     yield chunk
@@ -225,6 +228,7 @@ class Emulator:
         names = frozenset(event.name for event, _ in attempt.ungrounded) | frozenset(attempt.unasked)
         if self.plan.off_topic:
             self.builder.trust_arguments()
+            self._off_topic_calls = [event for event, _ in attempt.ungrounded]
             self._answer_plainly()
         elif self.plan.narrowed is not None:
             unasked = self.plan.unasked
@@ -247,6 +251,17 @@ class Emulator:
         self.builder.drop_held_text()
         attempt.ungrounded.clear()
         return self.builder.feed(list(made_up), Attempt())  # not cut by the attempt's own second call
+
+    def _insisted_call(self, attempt: Attempt) -> list[Chunk]:
+        """Asked for a plain answer because the question shares no word with any tool, the model wrote nothing
+        but a call again (withheld): the word match missed ("a house to buy" and ``Homes_FindHomeByArea``), and
+        its first call stands rather than an answer that says there is none."""
+        calls, self._off_topic_calls = self._off_topic_calls, []
+        builder = self.builder
+        if not calls or not attempt.withheld or builder.has_answer():
+            return []
+        builder.allow_calls()
+        return builder.feed(list(calls), Attempt())
 
     def _calls_told_as_results(self, attempt: Attempt) -> list[Chunk]:
         """An attempt that wrote nothing but lines of folded results, one of them with a call the conversation
