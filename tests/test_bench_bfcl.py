@@ -176,6 +176,9 @@ def row(*cells: object) -> str:
     return "| " + " | ".join(map(str, texts)) + f" | {float(seconds):.1f} s | - |"  # type: ignore[arg-type]
 
 
+HERMES_ROW = ("0/1 (0%, 0-79%)", "1/1 (100%)", "1/1 (100%)", "0/1 (0%)", "1/1 (100%)", "0/1 (0%)", 4)
+
+
 def test_table_rows_per_category_then_overall_per_mode() -> None:
     outcomes = [
         outcome("prompt", "simple_python", True, False, 1.0),
@@ -193,28 +196,8 @@ def test_table_rows_per_category_then_overall_per_mode() -> None:
         ),
         row("prompt", "irrelevance", "1/1 (100%, 21-100%)", "1/1 (100%)", *["0/1 (0%)"] * 4, 2),
         row("prompt", "**overall**", "2/3 (67%, 21-94%)", "1/3 (33%)", *["0/3 (0%)"] * 4, 2),
-        row(
-            "hermes",
-            "simple_python",
-            "0/1 (0%, 0-79%)",
-            "1/1 (100%)",
-            "1/1 (100%)",
-            "0/1 (0%)",
-            "1/1 (100%)",
-            "0/1 (0%)",
-            4,
-        ),
-        row(
-            "hermes",
-            "**overall**",
-            "0/1 (0%, 0-79%)",
-            "1/1 (100%)",
-            "1/1 (100%)",
-            "0/1 (0%)",
-            "1/1 (100%)",
-            "0/1 (0%)",
-            4,
-        ),
+        row("hermes", "simple_python", *HERMES_ROW),
+        row("hermes", "**overall**", *HERMES_ROW),
     ]
 
 
