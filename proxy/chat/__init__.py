@@ -5,8 +5,8 @@ decoder -> parser -> builder -> chat chunks (or, through ``responses``, Response
 ``policies`` (with ``repeats``) and ``toolrank`` decide what the model is offered; ``rewrite`` renders the
 upstream request; ``modes`` picks native, emulated or auto; ``emulation`` is the I/O loop and the re-ask
 decision; ``builder`` (sans-IO) turns parser events into items, with ``echo``, ``mentions``,
-``plaincalls``, ``stops`` and ``usage`` as its filters and counters; ``chunks`` renders chat-completion
-chunks.
+``plaincalls``, ``stops`` and ``usage`` as its filters and counters and ``callids`` for call ids;
+``chunks`` renders chat-completion chunks.
 May import ``formats``, ``constrain``, ``upstream``, ``config``, ``wire`` and ``observe``; never the
 server or ``responses``.
 """

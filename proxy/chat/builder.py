@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
-import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Literal, Protocol, TypeVar, cast
@@ -34,6 +32,7 @@ from ..formats import (
 )
 from ..formats.base import FinishReason
 from .attempt import Attempt, Repetition, Tally
+from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
 from .grounding import Grounds
 from .mentions import WrapperTags
@@ -45,7 +44,6 @@ log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
 Item_co = TypeVar("Item_co", covariant=True)
-_ALPHABET = string.ascii_letters + string.digits
 TextBeforeCall = Literal["content", "reasoning", "drop"]
 
 
@@ -54,20 +52,6 @@ TextBeforeCall = Literal["content", "reasoning", "drop"]
 NO_ANSWER = "(No answer: the model's reply was empty.)"
 NO_ANSWER_CALL = "(No answer: the model replied only with a tool call that could not be made here.)"
 FIRST_SENTENCE_CAP = 400  # characters of a streamed answer to results held at most while its first sentence is open
-
-
-_CALL_ID_CHARS = 24
-_FAIR_BYTE = 256 - 256 % len(_ALPHABET)  # random bytes under this map evenly onto the alphabet
-
-
-def new_call_id() -> str:
-    """``call_`` and 24 characters drawn uniformly from letters and digits, from one read of the
-    system's random source (a draw per character read it 24 times, on every call)."""
-    chars: list[str] = []
-    while len(chars) < _CALL_ID_CHARS:
-        fair = [b for b in secrets.token_bytes(2 * _CALL_ID_CHARS) if b < _FAIR_BYTE]
-        chars += [_ALPHABET[b % len(_ALPHABET)] for b in fair]
-    return "call_" + "".join(chars[:_CALL_ID_CHARS])
 
 
 class Renderer(Protocol[Item_co]):
