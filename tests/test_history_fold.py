@@ -453,3 +453,33 @@ async def test_talk_about_a_tool_already_called_while_the_question_is_not_covere
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
     assert "Call `get_weather` now" in fake_upstream.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_written_as_a_plain_line_when_asked_for_it_is_that_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Asked "Call `get_weather` now", the model wrote the call in the form the results show calls in, without a
+    result: ``get_weather({"city": "Paris"})``. That is the call; the earlier talk about the tool is not the answer."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("To answer the question about Paris, I will call the `get_weather` tool."))),
+        Reply(pieces=text_stream(pieces('get_weather({"city": "Paris"})'))),
+    )
+    result = await ask(proxy, stream, messages=two_city_loop())
+    message = result["choices"][0]["message"]
+    [made] = message["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"} and not (message.get("content") or "").strip()
+    assert result["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_only_a_reply_that_is_nothing_but_call_lines_names_calls() -> None:
+    from toolshim.chat.toldcalls import plain_call_lines
+
+    assert plain_call_lines('get_weather({"city": "Paris"})\n\n- f({})') == [
+        ("get_weather", '{"city": "Paris"}'),
+        ("f", "{}"),
+    ]
+    assert plain_call_lines('It is get_weather({"city": "Paris"})') == []
+    assert plain_call_lines('get_weather({"city": "Paris"})\nThen I answer.') == []
+    assert plain_call_lines("get_weather(city='Paris')") == []

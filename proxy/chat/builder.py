@@ -229,11 +229,12 @@ class ResponseBuilder(Generic[Item]):
         self._filtered_text(self._flush_filters(), out)
         return out
 
-    def has_answer(self) -> bool:
-        """A call, or visible text (sent, held, or kept from an earlier attempt): the answer is not empty."""
+    def has_answer(self, earlier: bool = True) -> bool:
+        """A call, or visible text (sent, held, or, with ``earlier``, kept from an earlier attempt as the answer
+        of last resort): the answer is not empty."""
         if self.calls_sent:
             return True
-        texts = (*self._sent_text, *self._held_text, *self._attempt_text, self._fallback)
+        texts = (*self._sent_text, *self._held_text, *self._attempt_text, self._fallback if earlier else "")
         return any(text.strip() for text in texts)
 
     def retractable_text(self) -> str:

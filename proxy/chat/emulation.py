@@ -268,7 +268,7 @@ class Emulator:
         has not made and a result made up (``get_weather({"city": "Tokyo"}) returned: ...``): the call it means
         (toldcalls.py). The lines never reach the client; beside an answer, a made-up line is no call."""
         plan, builder = self.plan, self.builder
-        if not plan.folded or not plan.tools or builder.calls_withdrawn or builder.has_answer():
+        if not plan.folded or not plan.tools or builder.calls_withdrawn or builder.has_answer(earlier=False):
             return []
         told = told_calls("".join(attempt.raw), plan.tools, plan.made_calls, plan.max_calls)
         return builder.feed(list(told), attempt) if told else []

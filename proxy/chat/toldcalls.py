@@ -7,6 +7,8 @@ writes it in that very form, result and all: ``get_weather({"city":"Tokyo"}) ret
 The call it names is the call it means; the result is its own invention. A line whose call the conversation
 has not made yet is read as that call (checked against the tool's schema as any call is, by the hermes
 parser, whose JSON it is); a line that repeats a call already made is a copy of the results (no call).
+So is a reply that is nothing but such calls without a result, ``get_population({"city": "Porto"})``, the
+form the results show calls in (asked "Call `get_population` now", the small model wrote just that).
 
 **Tools talked about** (``tools_talked_about``). After the results, a small model sometimes answers with
 words about a tool instead: "call get_on_call", "The next tool you need is `get_flight_status`.". No user
@@ -29,7 +31,7 @@ def told_calls(
 ) -> list[ToolCallEnd]:
     """The calls ``text`` names in folded result lines that are not among the ``made()`` ones (``call_key``;
     asked for only when there are such lines), at most ``max_calls``, each valid for one of ``tools``."""
-    lines = folded_result_calls(text)
+    lines = folded_result_calls(text) or plain_call_lines(text)
     if not lines or not tools:
         return []
     made_keys = made()
@@ -43,6 +45,18 @@ def told_calls(
     parser = get_format("hermes").new_parser(list(tools), max_calls)
     events = parser.feed(markup) + parser.close("stop")
     return [event for event in events if isinstance(event, ToolCallEnd)]
+
+
+_PLAIN_CALL_LINE = re.compile(r"[ \t]*(?:- )?([\w.\-]+)\((\{.*\})\)[ \t]*;?[ \t]*")
+
+
+def plain_call_lines(text: str) -> list[tuple[str, str]]:
+    """``name({...})`` lines, when every line of ``text`` that is not blank is one: (tool name, argument text)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    matches = [_PLAIN_CALL_LINE.fullmatch(line) for line in lines]
+    if not lines or any(m is None for m in matches):
+        return []
+    return [(m[1], m[2]) for m in matches if m is not None]
 
 
 _IDENTIFIER = re.compile(r"[_\d.\-]|[a-z][A-Z]")  # a name no prose word is: get_weather, getWeather, v2.search
