@@ -124,6 +124,7 @@ class ResponseBuilder(Generic[Item]):
         self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions is not None else None
         self._tags = WrapperTags(wrapper_tags) if wrapper_tags else None  # a repeated result's wrapper goes
         self._tools = tools  # the request's tools: a call written as plain lines names one of them
+        self._tools_by_name = {tool.name: tool for tool in reversed(tools)}  # a call's tool (the first of a name)
         self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
         self._answered = answered  # calls (repeats.call_key) whose result the history holds: not sent again
         self._results = results  # the latest tool results' text: the answer when the model gives none
@@ -416,8 +417,7 @@ class ResponseBuilder(Generic[Item]):
         for the user's "Lisbon"): the tool knows the user's name, and the repeat check sees the same call."""
         if self._names is None:
             return event
-        tool = next((t for t in self._tools if t.name == event.name), None)
-        arguments = self._names.respelled_arguments(tool, event.arguments)
+        arguments = self._names.respelled_arguments(self._tools_by_name.get(event.name), event.arguments)
         if arguments == event.arguments:
             return event
         return replace(event, arguments=arguments, repairs=(*event.repairs, "respelled"))
@@ -426,8 +426,7 @@ class ResponseBuilder(Generic[Item]):
         """A call whose required values the conversation does not hold: kept back for a re-ask."""
         if self._grounds is None:
             return False
-        tool = next((t for t in self._tools if t.name == event.name), None)
-        missing = self._grounds.ungrounded(tool, event.arguments)
+        missing = self._grounds.ungrounded(self._tools_by_name.get(event.name), event.arguments)
         if not missing:
             return False
         attempt.ungrounded.append((event, missing))

@@ -29,8 +29,9 @@ from .repeats import call_key
 def told_calls(
     text: str, tools: Sequence[ToolSpec], made: Callable[[], Collection[str]], max_calls: int
 ) -> list[ToolCallEnd]:
-    """The calls ``text`` names in folded result lines that are not among the ``made()`` ones (``call_key``;
-    asked for only when there are such lines), at most ``max_calls``, each valid for one of ``tools``."""
+    """The calls ``text`` names in folded result lines, or in nothing but ``name({...})`` lines, that are not
+    among the ``made()`` ones (``call_key``; asked for only when there are such lines), at most ``max_calls``,
+    each valid for one of ``tools``."""
     lines = folded_result_calls(text) or plain_call_lines(text)
     if not lines or not tools:
         return []
