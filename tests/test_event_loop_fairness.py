@@ -7,6 +7,8 @@ parser busy and undecided: never-closed ``<tool_call>`` openers and objects, par
 is parsed, /healthz is asked again and again on the proxy's loop; each answer must come within half a
 second on a quiet machine, and within a fifth of the stream's own time on a loaded one (the proxy yields
 every few milliseconds of work; a stalled loop makes /healthz wait for nearly the whole stream).
+The test session's own heap is not the proxy's: ``tests/conftest.py`` freezes earlier modules' objects, so a
+garbage collection here pauses for the proxy's objects, as in a serving process.
 
 The parser's own cost is checked to be linear without a clock in ``tests/formats`` (``assert_linear``
 over ``ADVERSARIAL_OUTPUTS``); ``bench/parser_worst.py`` prints the absolute figures.
