@@ -169,12 +169,17 @@ class Coercer:
         return _NO
 
     def _fix_enum(self, value: Any, schema: Mapping[str, Any]) -> Any:
+        """An enum's string written in another case, or as the JSON value it spells (``true`` for ``"True"``,
+        ``2`` for ``"2"``): the one option it matches."""
         options = schema.get("enum")
-        if not isinstance(value, str) or not isinstance(options, list) or value in options:
+        if not isinstance(options, list) or not isinstance(value, str | int | float) or value in options:
             return value
-        folded = value.strip().casefold()
+        if isinstance(value, str):
+            folded, repair = value.strip().casefold(), "enum_case"
+        else:
+            folded, repair = json.dumps(value).casefold(), "coerce_types"
         found = [o for o in options if isinstance(o, str) and o.casefold() == folded]
-        return self._note(found[0], "enum_case") if len(found) == 1 else value
+        return self._note(found[0], repair) if len(found) == 1 else value
 
     def _object(self, value: dict[str, Any], schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
         props = schema.get("properties")

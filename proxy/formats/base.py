@@ -44,6 +44,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ._reconcile import reconciled_schema
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -55,9 +57,10 @@ class ToolSpec:
 
     @classmethod
     def from_openai(cls, tool: Mapping[str, Any]) -> ToolSpec:
-        """Build from an OpenAI ``tools`` entry or a legacy ``functions`` entry."""
+        """Build from an OpenAI ``tools`` entry or a legacy ``functions`` entry; a ``type`` its own ``enum``
+        contradicts is left out of the schema (``_reconcile.py``)."""
         fn = tool.get("function", tool) if tool.get("type", "function") == "function" else tool
-        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        params = reconciled_schema(fn.get("parameters") or {"type": "object", "properties": {}})
         return cls(name=str(fn.get("name", "")), description=str(fn.get("description") or ""), parameters=params)
 
 
