@@ -4,7 +4,8 @@ Runs once per call, at the end of its block (never per chunk). ``finalize_call``
 entry point the formats use; it never raises. Steps, each reporting what it repaired:
 
 1. Name: exact, else an unambiguous near miss (surrounding whitespace/backticks/quotes, a
-   ``functions.`` style prefix, ``-``/``_``/space, case). Two candidates -> not resolved.
+   ``functions.`` style prefix, ``-``/``_``/space, case, another or no namespace before the same
+   action of two words or more). Two candidates -> not resolved.
 2. Arguments: ``parse_json_lenient`` (see ``_jsonrepair``); a JSON string holding an object
    is unwrapped (``double_encoded``).
 3. Arguments the schema does not declare are dropped (``unknown_arguments``): a key outside the
@@ -19,7 +20,7 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
    tool schema is logged, remembered on the index and only its ``required`` list checked.
 6. Canonical JSON.
 
-Repair names (stable; metrics count them): name_quotes, name_prefix, name_separator,
+Repair names (stable; metrics count them): name_quotes, name_prefix, name_namespace, name_separator,
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
 double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes
@@ -89,6 +90,24 @@ def _fold(name: str) -> str:
     return _unify_separators(name).casefold()
 
 
+# a tool name's namespace: everything up to its last ``.``, ``/``, ``:``, ``__`` or ``_<digits>_``
+# (``Travel_1_FindAttractions``, ``github.create_issue``, ``mcp__files__read_file``)
+_NAMESPACED = re.compile(r"(?:.*(?:[./:]|__|_\d+_))?(?P<action>[^\W_][\w-]*)")
+_ACTION_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_MIN_ACTION_WORDS = 2  # "FindAttractions", "create_issue": a verb and what it acts on
+_MAX_ACTION_NAME = 200  # characters; a longer name is no tool's (and the match stays cheap)
+
+
+def _action(name: str) -> str | None:
+    """The part of a tool name after its namespace, folded, when it names an action of two words or more
+    (the verb kept): what a model that wrote another tool's namespace still means."""
+    found = _NAMESPACED.fullmatch(name) if len(name) <= _MAX_ACTION_NAME else None
+    if found is None:
+        return None
+    words = _ACTION_WORD.findall(found.group("action"))
+    return "_".join(words).casefold() if len(words) >= _MIN_ACTION_WORDS else None
+
+
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -145,7 +164,13 @@ class ToolIndex:
                 (_fold, ("name_separator", "name_case")),
             )
         ]
-        self._folded = tuple({_fold(name) for name in self.tools})
+        folded = {_fold(name) for name in self.tools}
+        self._actions: dict[str, list[str]] = {}
+        for name in self.tools:
+            if (action := _action(name)) is not None:
+                self._actions.setdefault(action, []).append(name)
+                folded.add(action.replace("_", ""))  # written under another namespace, or none
+        self._folded = tuple(folded)
         self._validators: dict[str, Validator | None] = {}
         self.schema_problems: dict[str, str] = {}
 
@@ -153,7 +178,8 @@ class ToolIndex:
         """Whether ``text`` may name a tool: some name, near misses included (separators, case), occurs in
         it. Cheap (C-speed substring checks): a call can only be read in text that passes."""
         folded = _fold(text)
-        return any(name in folded for name in self._folded)
+        joined = folded.replace("_", "")  # "FindAttractions" as an action key, "find_attractions" too
+        return any(name in folded or name in joined for name in self._folded)
 
     def _group(self, key: Callable[[str], str]) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
@@ -172,7 +198,9 @@ class ToolIndex:
         return [], ()
 
     def _lookup(self, name: str) -> tuple[list[str], tuple[str, ...]]:
-        """Try the name as written, without wrapping quotes, then without a known prefix."""
+        """Try the name as written, without wrapping quotes, then without a known prefix, then by its action
+        alone: ``Media_3_FindAttractions`` (another tool's namespace) or ``FindAttractions`` (none) for the one
+        tool ``Travel_1_FindAttractions``; never a different verb (``delete_file`` is not ``read_file``)."""
         if not isinstance(name, str):
             return [], ()
         current = name.strip()
@@ -188,7 +216,9 @@ class ToolIndex:
             if lowered.startswith(prefix) and len(current) > len(prefix):
                 found, extra = self._match(current[len(prefix) :])
                 return found, (*repairs, "name_prefix", *extra)
-        return [], ()
+        action = _action(current)
+        found = self._actions.get(action, []) if action is not None else []
+        return (found, (*repairs, "name_namespace")) if found else ([], ())
 
     def resolve(self, name: str) -> tuple[str | None, tuple[str, ...]]:
         """Map a model-written name to a tool name: ``(name or None, repairs applied)``."""

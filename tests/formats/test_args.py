@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
 from toolshim.formats._jsonrepair import escape_inner_quotes
+from toolshim.formats._reconcile import reconciled_schema
 from toolshim.formats.base import ToolSpec
 
 from tests.formats.tools import TOOLS
@@ -172,6 +173,62 @@ def test_resolve_unknown(index: ToolIndex, written: str) -> None:
     assert written not in index
 
 
+# BFCL's live tools: namespaces before two-word actions, several tools per namespace
+_NAMESPACED_TOOLS = [
+    "Media_3_FindMovies",
+    "Media_3_PlayMovie",
+    "Movies_1_FindMovies",
+    "Travel_1_FindAttractions",
+    "github.create_issue",
+    "mcp__files__read_dir",
+    "read_file",
+]
+
+
+@pytest.mark.parametrize(
+    ("written", "resolved"),
+    [
+        ("Media_3_FindAttractions", "Travel_1_FindAttractions"),  # another tool's namespace
+        ("FindAttractions", "Travel_1_FindAttractions"),  # none
+        ("find_attractions", "Travel_1_FindAttractions"),
+        ("Travel_2_Find-Attractions", "Travel_1_FindAttractions"),
+        ("gitlab.create_issue", "github.create_issue"),
+        ("create_issue", "github.create_issue"),
+        ("mcp__disk__read_dir", "mcp__files__read_dir"),
+        ("files.read_file", "read_file"),
+    ],
+)
+def test_a_namespace_written_wrong_resolves_by_the_action(written: str, resolved: str) -> None:
+    idx = ToolIndex([tool(name) for name in _NAMESPACED_TOOLS])
+    assert idx.resolve(written) == (resolved, ("name_namespace",))
+    assert idx.mentioned_in(f'<tool_call>{{"name": "{written}"}}')
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "FindMovies",  # two namespaces have it: ambiguous
+        "Media_3_FindPlaces",  # another action
+        "delete_file",  # another verb
+        "write_dir",
+        "Travel_1_Find",  # one word: not an action
+        "issue",
+        "create_issue()",
+        "x." * 150 + "create_issue",  # too long to be a tool's name
+    ],
+)
+def test_a_namespace_never_stands_for_another_action(written: str) -> None:
+    idx = ToolIndex([tool(name) for name in _NAMESPACED_TOOLS])
+    assert idx.resolve(written) == (None, ())
+
+
+def test_an_ambiguous_action_is_named_so() -> None:
+    idx = ToolIndex([tool(name) for name in _NAMESPACED_TOOLS])
+    assert finalize_call(idx, "Other_9_FindMovies", "{}").error == (
+        "ambiguous tool name 'Other_9_FindMovies': could be Media_3_FindMovies, Movies_1_FindMovies"
+    )
+
+
 def test_exact_match_wins_over_near_misses() -> None:
     idx = ToolIndex([tool("get-data"), tool("get_data"), tool("Get_Data")])
     assert idx.resolve("get-data") == ("get-data", ())
@@ -287,6 +344,78 @@ def test_lossy_values_are_not_coerced(index: ToolIndex, args: dict[str, Any], er
     assert not outcome.ok
     assert outcome.arguments is None
     assert outcome.error == error
+
+
+# BFCL live's Services_1_FindProvider: a type no value of the enum has (converted from a Python signature)
+_CONTRADICTED = {
+    "type": "function",
+    "function": {
+        "name": "find_provider",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "is_unisex": {"type": "boolean", "enum": ["True", "False", "dontcare"], "default": "dontcare"},
+                "rooms": {"type": "array", "items": {"type": "integer", "enum": ["1", "2"]}},
+            },
+            "required": ["city"],
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected", "repairs"),
+    [
+        ({"city": "Sunnyvale", "is_unisex": "dontcare"}, {"city": "Sunnyvale", "is_unisex": "dontcare"}, ()),
+        ({"city": "Sunnyvale", "is_unisex": "True"}, {"city": "Sunnyvale", "is_unisex": "True"}, ()),
+        ({"city": "Sunnyvale", "is_unisex": True}, {"city": "Sunnyvale", "is_unisex": "True"}, ("coerce_types",)),
+        ({"city": "Sunnyvale", "is_unisex": "false"}, {"city": "Sunnyvale", "is_unisex": "False"}, ("enum_case",)),
+        ({"city": "Sunnyvale", "rooms": [2]}, {"city": "Sunnyvale", "rooms": ["2"]}, ("coerce_types",)),
+    ],
+)
+def test_an_enum_outranks_a_type_none_of_its_values_has(
+    arguments: dict[str, Any], expected: dict[str, Any], repairs: tuple[str, ...]
+) -> None:
+    idx = ToolIndex([ToolSpec.from_openai(_CONTRADICTED)])
+    outcome = finalize_call(idx, "find_provider", json.dumps(arguments))
+    assert outcome.error is None
+    assert (json.loads(outcome.arguments or ""), outcome.repairs) == (expected, repairs)
+
+
+def test_a_contradicted_enum_still_holds() -> None:
+    idx = ToolIndex([ToolSpec.from_openai(_CONTRADICTED)])
+    outcome = finalize_call(idx, "find_provider", '{"city": "Sunnyvale", "is_unisex": "maybe"}')
+    assert outcome.error == '\'is_unisex\' must be one of: "True", "False", "dontcare"'
+
+
+def test_a_type_some_enum_value_has_is_kept() -> None:
+    spec = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"type": ["string", "null"], "enum": ["c", None, 3]}},
+            },
+        },
+    }
+    assert ToolSpec.from_openai(spec).parameters == spec["function"]["parameters"]  # type: ignore[index]
+    assert ToolSpec.from_openai(spec).parameters is spec["function"]["parameters"]  # type: ignore[index]
+
+
+def test_contradictions_are_reconciled_at_every_depth() -> None:
+    wrong = {"type": "integer", "enum": ["a", "b"]}
+    schema = {
+        "type": "object",
+        "properties": {"x": {"anyOf": [wrong, {"type": "null"}]}, "y": {"$ref": "#/$defs/y"}},
+        "$defs": {"y": {"type": "object", "additionalProperties": wrong}},
+    }
+    fixed = reconciled_schema(schema)
+    assert fixed["properties"]["x"]["anyOf"] == [{"enum": ["a", "b"]}, {"type": "null"}]
+    assert fixed["$defs"]["y"]["additionalProperties"] == {"enum": ["a", "b"]}
+    assert fixed["properties"]["y"] is schema["properties"]["y"]  # what needed nothing is the client's own
+    assert schema["properties"]["x"]["anyOf"][0] == wrong  # the client's schema is not changed
 
 
 def test_enum_case_is_fixed_only_when_unique(index: ToolIndex) -> None:
