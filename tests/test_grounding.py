@@ -48,6 +48,28 @@ CALCULATOR = ToolSpec(
 )
 
 
+# BFCL live's Travel_1_FindAttractions: the form's example is a place
+ATTRACTIONS = ToolSpec(
+    "find_attractions",
+    "Browse attractions in a city.",
+    {
+        "properties": {
+            "location": {"type": "string", "description": "City, in the form 'City, Country', e.g. 'Paris, FR'"}
+        },
+        "required": ["location"],
+    },
+)
+
+ATTRACTIONS_CA = ToolSpec(
+    "find_attractions",
+    "Browse attractions in a city.",
+    {
+        "properties": {"location": {"type": "string", "description": "e.g. 'San Francisco, CA'"}},
+        "required": ["location"],
+    },
+)
+
+
 LOOKUP = ToolSpec(
     "lookup_contact",
     "Look up a person in the address book by name.",
@@ -67,6 +89,7 @@ def grounds(*texts: str) -> Grounds:
         ("Hi! What is the capital of France?", GET_WEATHER, {"city": "Paris"}),
         ("Convert 1,250 dollars", CURRENCY, {"amount": 125, "from_currency": "EUR", "to": "GBP"}),
         ("How many km is 26.2 miles?", CALCULATOR, {"expression": "2 * (3 + 4)"}),  # the description's example
+        ("Landmarks in San Jose, please", ATTRACTIONS_CA, {"location": "San Francisco, CA"}),  # the example's
         ("How many km is 26.2 miles?", GET_WEATHER, {"city": "City 2"}),  # one digit alone grounds nothing
         ("How many people live in Lisbon and in Porto?", GET_WEATHER, {"city": "Lisboa"}),  # another spelling
         ("What is the square root of 81?", LOOKUP, {"name": "81"}),  # digits name no person
@@ -91,6 +114,7 @@ def test_a_value_the_conversation_never_gave_is_made_up(said: str, tool: ToolSpe
         ("two bookings for Tuesday", GET_WEATHER, {"city": "Tuesdays"}),
         ("東京の天気は?", GET_WEATHER, {"city": "東京"}),
         ("What is 2 * (3 + 4)?", CALCULATOR, {"expression": "2 * (3 + 4)"}),
+        ("Landmarks in Paris that children can visit for free?", ATTRACTIONS, {"location": "Paris, FR"}),  # its form
         ("anything", CONVERT, {"value": 1, "to_unit": "celsius"}),  # 0, 1 and the schema's own values
         ("anything", GET_WEATHER, {"city": ""}),
         ("anything", GET_WEATHER, {"other": "Paris"}),  # only required values are judged

@@ -195,11 +195,15 @@ class Grounds:
         return missing
 
     def _copied(self, value: Any, told: str) -> bool:
-        """A string the tool's definition shows (its example, "e.g. 2 * (3 + 4)") and the conversation
-        does not: the model copied the example."""
+        """A string the tool's definition shows (its example, "e.g. 2 * (3 + 4)", "San Francisco, CA") and the
+        conversation does not, a word of it with them: the model copied the example. The example's form
+        filled with the user's words ("Paris, FR" for "landmarks in Paris", the example "Paris, FR") is theirs."""
         if not isinstance(value, str) or len(folded := value.casefold().strip()) < 3:
             return False
-        return folded in told and folded not in self._text
+        if folded not in told or folded in self._text:
+            return False
+        words = [word for word in _WORD.findall(folded) if len(word) >= 3]
+        return not words or any(word not in self._words and not self._inflects(word) for word in words)
 
     def _grounded(self, value: Any) -> bool:
         if isinstance(value, int | float):
