@@ -535,6 +535,59 @@ async def test_only_a_call_despite_tool_choice_none_is_asked_again_for_text(
     assert result["choices"][0]["message"]["content"] == "It is sunny in Paris."
 
 
+UNKNOWN_CALL = '<tool_call>{"name": "get_comments", "arguments": {"limit": 7}}</tool_call>'
+ANSWER_ASKED = {"role": "user", "content": "No tool can be called in this reply: answer the user now in plain text."}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("history", ["turns", "folded"])
+async def test_a_call_the_repair_did_not_mend_is_followed_by_one_plain_answer_attempt(
+    start_proxy, fake_upstream, stream: bool, history: str
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history=history, max_repair_retries=1))
+    fake_upstream.script(
+        Reply(pieces=text_stream([UNKNOWN_CALL])),
+        Reply(pieces=text_stream([UNKNOWN_CALL])),  # the repair brings the same call back
+        Reply(pieces=text_stream(["I can only look up the weather."])),
+    )
+    result = await ask(proxy, stream)
+    assert result["choices"][0]["message"]["content"] == "I can only look up the weather."
+    assert result["choices"][0]["finish_reason"] == "stop"
+    assert len(fake_upstream.requests) == 3
+    answer_request = fake_upstream.requests[-1]
+    assert answer_request["messages"] == [*USER, ANSWER_ASKED]  # the broken calls left out: they would be copied
+    assert "get_weather" not in json.dumps(answer_request)  # the tools withdrawn
+    assert proxy.metrics.reasks.labels("*", "answer")._value.get() == 1
+
+
+async def test_the_plain_answer_attempt_comes_once(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", max_repair_retries=2))
+    fake_upstream.script(Reply(pieces=text_stream([UNKNOWN_CALL])))  # every attempt: the unknown tool again
+    result = await ask(proxy, False)
+    assert result["choices"][0]["message"]["content"] == NO_ANSWER_CALL
+    assert (
+        len(fake_upstream.requests) == 3
+    )  # the call, its repair (the same again: repeats end the repairs), the answer
+
+
+@pytest.mark.parametrize(
+    ("rule", "choice", "requests"),
+    [({"max_repair_retries": 0}, None, 1), ({}, "required", 2)],
+    ids=["no-repairs", "call-required"],
+)
+async def test_no_plain_answer_attempt_where_none_is_due(
+    start_proxy, fake_upstream, rule: dict[str, Any], choice: str | None, requests: int
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", on_missing_call="error", **rule))
+    fake_upstream.script(Reply(pieces=text_stream([UNKNOWN_CALL])))
+    async with aiohttp.ClientSession() as session:
+        body = {"model": "m", "messages": USER, "tools": WEATHER, **({"tool_choice": choice} if choice else {})}
+        async with session.post(proxy.base_url + "/chat/completions", json=body) as resp:
+            await resp.read()
+    assert len(fake_upstream.requests) == requests
+    assert all("get_weather" in json.dumps(r) for r in fake_upstream.requests)  # never with the tools withdrawn
+
+
 async def test_text_after_an_unfixable_block_survives_when_repairs_are_spent(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=1))
     bad = '<tool_call>{"name": "get_weather", "arguments": {"town": "Paris"}}</tool_call>'

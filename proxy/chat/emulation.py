@@ -101,6 +101,7 @@ class Emulator:
         self._ground_asked = False  # calls that made up their values were asked about (once per request)
         self._made_up: list[ToolCallEnd] = []  # those calls, until the attempt without their tools has ended
         self._off_topic_calls: list[ToolCallEnd] = []  # made-up calls asked about with a plain answer (off topic)
+        self._unrepaired_asked = False  # a call the repairs did not mend was followed by a plain-answer attempt
         self.builder: ResponseBuilder[Chunk] = ResponseBuilder(
             ChunkFactory(model=model, legacy_functions=plan.legacy_functions),
             wants_call=plan.wants_call,
@@ -176,7 +177,10 @@ class Emulator:
             await self._record_attempt(attempt_no, attempt)
             reask = self._reask(attempt, repairs_left > 0, required_left > 0)
             if reask is None or (not attempt.unasked and self._repeated(attempt, seen)):
-                break  # an unasked call written again is asked for a plain answer: another request, not a repeat
+                # an unasked call written again is asked for a plain answer: another request, not a repeat
+                reask = self._unrepaired(attempt)
+                if reask is None:
+                    break
             reason, message = reask
             repairs_left -= reason in ("repair", "empty", "answer", "call")
             if reason == "ground":
@@ -191,11 +195,13 @@ class Emulator:
                 seen.clear()  # another request: the same call written again there is asked for an answer
             if answering:
                 self._answer_plainly()
-            if reason == "ground" or asking_call or (answering and self.plan.folded):
+            if reason == "ground" or asking_call or (answering and self.plan.folded and self.plan.results):
                 # the same question without the made-up call's tool, or the answering plan's folded history (it
                 # ends asking for an answer from the results): the attempt (a call the model would copy again)
                 # and a message about it are left out
                 extra, message = [], ""
+            elif answering and attempt.malformed:  # calls that could not be made are left out: they would be copied
+                extra = [{"role": "user", "content": message}]
             else:
                 extra += [
                     {"role": "assistant", "content": "".join(attempt.parsed)},
@@ -293,6 +299,26 @@ class Emulator:
                 f"Call `{wanted[0]}` now: reply with only the tool call, in exactly the format described in the "
                 "instructions."
             )
+        return "answer", self._answer_message()
+
+    def _unrepaired(self, attempt: Attempt) -> tuple[str, str] | None:
+        """The re-asks are over and the attempt is a call that still cannot be made (a tool no one offered,
+        a required value missing, the same broken call written again): once, the model is asked for a plain
+        answer with the tools withdrawn ("I can only look up the weather", "Which payment method?") instead
+        of the client getting no answer at all. Not where the rule allows no repair, nor when a call is due."""
+        builder = self.builder
+        if (
+            self._unrepaired_asked
+            or not attempt.malformed
+            or attempt.finish != "stop"
+            or self.rule.max_repair_retries == 0
+            or self.plan.wants_call
+            or builder.calls_sent
+            or builder.calls_withdrawn
+            or builder.has_answer()
+        ):
+            return None
+        self._unrepaired_asked = True
         return "answer", self._answer_message()
 
     def _answer_message(self) -> str:
