@@ -1,4 +1,4 @@
-"""Emulated tool calling: the I/O loop over upstream attempts, and the re-ask decision.
+"""Emulated tool calling: the I/O loop over upstream attempts (whether to re-ask is ``reasks``' decision).
 
 The upstream is always read as a stream (also for non-streaming clients), so the cut at a tool
 block over the limit can close the connection at once and the model server stops generating.
@@ -40,7 +40,6 @@ from typing import Any
 from ..config.rules import ModelRule
 from ..constrain.grammars import Constraining
 from ..formats import StreamParser, ToolCallEnd, set_thinking
-from ..formats.history import copies_folded_results
 from ..formats.lenient import new_parser
 from ..formats.prose import ProseParser
 from ..observe.context import RequestInfo
@@ -55,10 +54,10 @@ from .attempt import Attempt
 from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
-from .repeats import key_name
+from .reasks import missing_call_message, next_reask, unrepaired
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
-from .toldcalls import told_calls, tools_talked_about
+from .toldcalls import told_calls
 from .usage import AttemptUsage, settle_usage
 
 log = logging.getLogger(__name__)
@@ -175,12 +174,15 @@ class Emulator:
                 yield chunk
             spent.append(AttemptUsage(body["messages"], "".join(attempt.raw), attempt.usage))
             await self._record_attempt(attempt_no, attempt)
-            reask = self._reask(attempt, repairs_left > 0, required_left > 0)
+            reask = next_reask(
+                self.plan, self.builder, attempt, repairs_left > 0, required_left > 0, self._ground_asked
+            )
             if reask is None or (not attempt.unasked and self._repeated(attempt, seen)):
                 # an unasked call written again is asked for a plain answer: another request, not a repeat
-                reask = self._unrepaired(attempt)
+                reask = None if self._unrepaired_asked else unrepaired(self.plan, self.builder, self.rule, attempt)
                 if reask is None:
                     break
+                self._unrepaired_asked = True
             reason, message = reask
             repairs_left -= reason in ("repair", "empty", "answer", "call")
             if reason == "ground":
@@ -212,7 +214,7 @@ class Emulator:
         await self._settle_usage(spent)
         self.info.note_usage(self.builder.usage)
         if self.plan.wants_call and not self.builder.calls_sent and self.rule.on_missing_call == "error":
-            raise NoValidToolCall(self._missing_call_message(attempt_no))
+            raise NoValidToolCall(missing_call_message(self.plan, attempt_no))
         for chunk in self._emit(self.builder.finish(attempt, self.include_usage)):
             yield chunk
 
@@ -279,52 +281,6 @@ class Emulator:
         told = told_calls("".join(attempt.raw), plan.tools, plan.made_calls, plan.max_calls)
         return builder.feed(list(told), attempt) if told else []
 
-    def _tool_talk(self, attempt: Attempt) -> tuple[str, str] | None:
-        """An answer to tool results that talks about a tool instead ("call get_on_call", "The next tool you need
-        is `get_flight_status`."), while the client has seen none of it: asked again, for the call it names when
-        the question asks for its tool and the conversation has not made that call, or has but the question
-        names something no result covers yet ("I will call the `get_population` tool" after Lisbon's, Porto
-        still asked about) (``call``), else for the answer from the results, the tools withdrawn (``answer``)."""
-        plan, builder = self.plan, self.builder
-        if not plan.folded or attempt.finish != "stop" or attempt.calls:
-            return None
-        named = tools_talked_about(builder.retractable_text(), plan.parse_tools)
-        if not named:
-            return None
-        builder.drop_held_text()
-        made = {key_name(key) for key in plan.made_calls()}
-        wanted = [name for name in named if (name not in made or plan.asks_more) and name not in plan.unasked]
-        if wanted:
-            return "call", (
-                f"Call `{wanted[0]}` now: reply with only the tool call, in exactly the format described in the "
-                "instructions."
-            )
-        return "answer", self._answer_message()
-
-    def _unrepaired(self, attempt: Attempt) -> tuple[str, str] | None:
-        """The re-asks are over and the attempt is a call that still cannot be made (a tool no one offered,
-        a required value missing, the same broken call written again): once, the model is asked for a plain
-        answer with the tools withdrawn ("I can only look up the weather", "Which payment method?") instead
-        of the client getting no answer at all. Not where the rule allows no repair, nor when a call is due."""
-        builder = self.builder
-        if (
-            self._unrepaired_asked
-            or not attempt.malformed
-            or attempt.finish != "stop"
-            or self.rule.max_repair_retries == 0
-            or self.plan.wants_call
-            or builder.calls_sent
-            or builder.calls_withdrawn
-            or builder.has_answer()
-        ):
-            return None
-        self._unrepaired_asked = True
-        return "answer", self._answer_message()
-
-    def _answer_message(self) -> str:
-        results = ", using the tool results above" if self.plan.results else ""
-        return f"No tool can be called in this reply: answer the user now in plain text{results}."
-
     async def _open(self, body: dict[str, Any]) -> UpstreamStream:
         """The upstream stream, constrained where a grammar applies; a constraint the upstream
         refuses (400/422 naming it) is dropped, remembered for the upstream, and the request sent again."""
@@ -340,14 +296,6 @@ class Emulator:
             self.constraint = None
             constraint.on_rejected()
             return await open_stream(self.upstream, body, self.rule.first_token_timeout)
-
-    def _missing_call_message(self, reasks: int) -> str:
-        target = f"the function '{self.plan.tool_choice.name}'" if self.plan.tool_choice.mode == "named" else "a tool"
-        return (
-            f"The model gave no valid tool call although tool_choice required {target} "
-            f"(asked {reasks + 1} time{'s' if reasks else ''}). Retry, or use a model that follows tool "
-            'instructions better; the rule option on_missing_call: "text" returns the text instead.'
-        )
 
     async def _settle_usage(self, spent: list[AttemptUsage]) -> None:
         """The answer's usage: the upstream's, else counted (only when the answer carries usage)."""
@@ -463,49 +411,3 @@ class Emulator:
         """Tokens the cut spared, when the request named a limit (chunks stand in for tokens)."""
         max_tokens = self.plan.body.get("max_completion_tokens") or self.plan.body.get("max_tokens")
         return max(max_tokens - attempt.chunks, 0) if isinstance(max_tokens, int) else 0
-
-    def _reask(self, attempt: Attempt, repair_ok: bool, required_ok: bool) -> tuple[str, str] | None:
-        """``(reason, message)`` when another attempt is due, else ``None``: the model's attempt and the
-        message follow the conversation. ``repeat`` and ``answer`` ask for a plain answer, the tools
-        withdrawn (``EmulationPlan.answering``)."""
-        if self.builder.calls_sent or attempt.abandoned_call:
-            return None
-        if attempt.repeated:  # only calls whose results the history holds: answer from them
-            names = ", ".join(f"`{name}`" for name in dict.fromkeys(attempt.repeated))
-            return "repeat", (
-                f"You already called {names} with these same arguments, and the result is in the conversation "
-                "above. Do not call it again: answer the user now in plain text, using that result."
-            )
-        if (attempt.ungrounded or attempt.unasked) and not self._ground_asked:
-            return "ground", ""  # see _withhold
-        withdrawn = self.builder.calls_withdrawn
-        if attempt.malformed and repair_ok and not withdrawn:
-            reason = attempt.malformed[0].reason
-            text_ok = "" if self.plan.wants_call else " If none of the available tools fits, answer in plain text."
-            return "repair", (
-                f"Your tool call could not be used: {reason}. Write the tool call again, "
-                f"correctly, in exactly the format described in the instructions.{text_ok}"
-            )
-        if self.plan.wants_call and required_ok:
-            self.builder.drop_held_text()
-            target = (
-                f"the tool `{self.plan.tool_choice.name}`"
-                if self.plan.tool_choice.mode == "named"
-                else "one of the tools"
-            )
-            return "required", (
-                f"You must call {target} now. Reply with only the tool call, in exactly the "
-                "format described in the instructions."
-            )
-        talk = self._tool_talk(attempt) if repair_ok and not withdrawn else None
-        if talk is not None:
-            return talk
-        if repair_ok and not self.plan.wants_call and attempt.finish == "stop" and not self.builder.has_answer():
-            # "or call a tool" would invite another call; so would it after the folded results copied back
-            if withdrawn or attempt.withheld or (self.plan.folded and copies_folded_results("".join(attempt.raw))):
-                return "answer", self._answer_message()
-            return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
-                "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
-                "described in the instructions."
-            )
-        return None
