@@ -23,8 +23,9 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
 Repair names (stable; metrics count them): name_quotes, name_prefix, name_namespace, name_separator,
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
-double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes
-(only when the repaired arguments validate: it guesses which quotes close a string). The formats add their own
+double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes and
+trailing_backslash (only when the repaired arguments validate: they guess which quotes close a string).
+The formats add their own
 (``_calls``: json_as_string; react: plain_input, name_next_line, partial_stop; hermes: plain_input).
 """
 
@@ -46,7 +47,7 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 
 from ._coerce import Coercer
-from ._jsonrepair import escape_inner_quotes, parse_json_lenient
+from ._jsonrepair import GUESSES, parse_json_lenient
 from .base import ToolSpec
 
 __all__ = ["CallOutcome", "ToolIndex", "canonical_json", "finalize_call", "parse_json_lenient"]
@@ -423,15 +424,18 @@ def _any_match(patterns: Mapping[str, Any], key: str) -> bool:
 
 def _guessed_repairs(index: ToolIndex, name: str, raw: Any) -> tuple[str, tuple[str, ...]] | None:
     """Repairs that guess, kept only when the result validates against the schema: unescaped
-    quotes inside a string value (``inner_quotes``)."""
-    fixed = escape_inner_quotes(raw) if isinstance(raw, str) and len(raw) <= _MAX_GUESS_CHARS else None
-    parsed = _parse_arguments(fixed) if fixed is not None else None
-    if parsed is None or isinstance(parsed, str):
+    quotes inside a string value (``inner_quotes``), a backslash at a value's end (``trailing_backslash``)."""
+    if not isinstance(raw, str) or len(raw) > _MAX_GUESS_CHARS:
         return None
-    arguments, error, coerced = _coerce_and_validate(index, name, parsed[0])
-    if arguments is None or error is not None:
-        return None
-    return arguments, ("inner_quotes", *parsed[1], *coerced)
+    for repair, guess in GUESSES:
+        fixed = guess(raw)
+        parsed = _parse_arguments(fixed) if fixed is not None else None
+        if parsed is None or isinstance(parsed, str):
+            continue
+        arguments, error, coerced = _coerce_and_validate(index, name, parsed[0])
+        if arguments is not None and error is None:
+            return arguments, (repair, *parsed[1], *coerced)
+    return None
 
 
 def finalize_call(index: ToolIndex, name: str, raw_arguments: str | Mapping[str, Any] | None) -> CallOutcome:

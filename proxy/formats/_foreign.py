@@ -862,6 +862,9 @@ class ForeignCalls:
             self._parts = []
             self._finish_value(text + closers, ("unclosed_brackets",) if closers else (), shown=text)
             return
+        if sc.verdict and not truncated(finish):  # a string never closed: "C:\" may have escaped its quote
+            self._finish_value(text, (), shown=text)
+            return
         if group.wrapped and sc.verdict:
             self._calls.fail(group.opener + text, f"{group.kind} block truncated (finish_reason={finish})")
             self._group, self._parts, self._state = None, [], _State.PROSE

@@ -17,7 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ._args import parse_json_lenient
+from ._jsonrepair import unescape_closing_quotes
 from ._jsonscan import call_parts
+
+MAX_GUESS_CHARS = 1 << 16  # longer text is not guessed at: a call's JSON is shorter
 
 # The keys a call object may open with; any other first key means "just JSON in prose".
 CALL_KEYS = frozenset(("name", "arguments", "parameters", "function", "type", "id", "tool_calls", "index"))
@@ -230,7 +233,7 @@ def read_calls(text: str, known: Callable[[str], bool], need_args: bool) -> tupl
     ``parameters`` (without, only when not ``need_args`` and the object holds nothing else: a renamed
     ``"arguments_"`` key, as defusing writes, is no call): a value that is not wholly calls stays what it was.
     """
-    parsed = parse_json_lenient(text)
+    parsed = _parsed(text)
     if parsed is None:
         return None
     value, repairs = parsed
@@ -251,7 +254,7 @@ def unknown_call(text: str, known: Callable[[str], bool]) -> str | None:
     """The name of the first call object in a complete value that names no offered tool while it
     carries ``arguments`` / ``parameters``: a call the model meant, to a tool it made up. None else
     (a value with any other shape stays what it was)."""
-    parsed = parse_json_lenient(text)
+    parsed = _parsed(text)
     if parsed is None:
         return None
     value = parsed[0]
@@ -264,6 +267,17 @@ def unknown_call(text: str, known: Callable[[str], bool]) -> str | None:
         if not known(found[0]):
             return found[0]
     return None
+
+
+def _parsed(text: str) -> tuple[Any, tuple[str, ...]] | None:
+    """The value, repaired; a value that does not parse as written gets the backslash guess
+    (``{"command": "dir C:\"}``): only call objects are kept of it, and their arguments are validated."""
+    parsed = parse_json_lenient(text)
+    if parsed is not None or len(text) > MAX_GUESS_CHARS:
+        return parsed
+    fixed = unescape_closing_quotes(text)
+    parsed = parse_json_lenient(fixed) if fixed is not None else None
+    return (parsed[0], ("trailing_backslash", *parsed[1])) if parsed is not None else None
 
 
 def _name_only(item: Any) -> bool:

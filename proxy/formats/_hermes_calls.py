@@ -18,10 +18,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ._args import parse_json_lenient
 from ._calls import CallSlots
 from ._hermes_markup import OPEN
-from ._jsonrepair import escape_inner_quotes
+from ._jsonrepair import guessed_parse
 from ._jsonscan import ObjectScanner, RawArgs, call_parts, extract_call, parse_call_list
 from ._react_lines import plain_parameter
 
@@ -97,17 +96,17 @@ class CallAssembler:
         self.finish_call(name, found[1], raw_block, extra, self.fragment(raw + closers))
 
     def finish_open_string(self, text: str, raw_block: str) -> None:
-        """The block ended inside a string (an odd number of unescaped quotes in a value): the object read
-        again with its inner quotes escaped (``inner_quotes``); a call only if its arguments validate."""
-        fixed = escape_inner_quotes(text)
-        parsed = parse_json_lenient(fixed) if fixed is not None else None
+        """The block ended inside a string (an odd number of unescaped quotes in a value, or ``"C:\"``): the
+        object read again with its inner quotes escaped (``inner_quotes``) or its last backslash kept as one
+        (``trailing_backslash``); a call only if its arguments validate."""
+        parsed = guessed_parse(text)
         found = call_parts(parsed[0]) if parsed is not None else None
         if parsed is None or found is None:
             self.calls.fail(raw_block, "<tool_call> block ends inside a JSON string")
             return
         sc = self.scanner()
         name = sc.name if self.calls.open is not None and sc.name is not None else found[0]
-        self.finish_call(name, found[1], raw_block, ("inner_quotes", *parsed[1]), None)
+        self.finish_call(name, found[1], raw_block, parsed[1], None)
 
     def finish_call(self, name: str, args: Any, raw_block: str, extra: tuple[str, ...], fragment: str | None) -> None:
         """Validate and repair the arguments once; end the call, starting it first if it was not."""

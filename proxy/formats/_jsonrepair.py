@@ -17,9 +17,10 @@ cover json5's everyday syntax (quotes, commas, keys, comments) while naming each
    strict ``json`` rejects (json5 costs ~0.2-1 ms a call however short the text; broken structure it
    rejects too).
 
-``escape_inner_quotes`` is not in that chain: unescaped double quotes inside a string value
-(``"He said "hi" there"``) can only be told from closing quotes by guessing, so ``_args`` tries it
-last and keeps its result only when the repaired object validates against the tool's schema.
+``escape_inner_quotes`` and ``unescape_closing_quotes`` are not in that chain (``guessed_parse`` tries them):
+unescaped double quotes inside a string value (``"He said "hi" there"``) and a backslash at a value's end
+(``"C:\"``) can only be told from closing and escaped quotes by guessing, so ``_args`` tries them last and
+keeps a result only when the repaired object validates against the tool's schema.
 
 Values are never NaN/Infinity (they have no JSON form). Nothing here raises on any input.
 """
@@ -427,3 +428,55 @@ def escape_inner_quotes(text: str) -> str | None:
         return None
     out.append(text[done:])
     return "".join(out)
+
+
+def unescape_closing_quotes(text: str) -> str | None:
+    """``text`` with each ``\\"`` that can close its string read as a backslash and then the closing quote
+    (``trailing_backslash``): a Windows path at a value's end, ``"dir C:\\"`` written ``"dir C:\"``, which
+    leaves the string, and so the whole object, unterminated. ``None`` when there is none. A guess, as
+    ``escape_inner_quotes`` is: only tried when the text does not parse, and kept by callers that check it.
+    One linear pass; comments outside strings are skipped."""
+    out: list[str] = []
+    i, done, n = 0, 0, len(text)
+    while i < n:
+        m = _OUTSIDE_STRING.search(text, i)
+        if m is None:
+            break
+        if m.group() != '"':
+            closer = "*/" if m.group() == "/*" else "\n"
+            end = text.find(closer, m.end())
+            i = n if end == -1 else end + len(closer)
+            continue
+        i = m.end()
+        while i < n:  # inside a string
+            q = _INSIDE_STRING.search(text, i)
+            if q is None:
+                i = n
+                break
+            i = q.end()
+            if q.group() == '"':
+                break
+            if text.startswith('"', i) and _closes_string(text, i + 1):
+                out += (text[done:i], "\\")  # the backslash kept as one, the quote closes
+                done, i = i, i + 1
+                break
+            i += 1  # an escape: the escaped character is no quote that ends the string
+    if not out:
+        return None
+    out.append(text[done:])
+    return "".join(out)
+
+
+GUESSES = (("inner_quotes", escape_inner_quotes), ("trailing_backslash", unescape_closing_quotes))
+
+
+def guessed_parse(text: str) -> tuple[Any, Repairs] | None:
+    """``text`` parsed after the first guess (``GUESSES``) that makes it parse, with the guess named first;
+    ``None`` when none does. For text that does not parse as written: callers keep the value only where
+    they check it (a schema, a call's shape)."""
+    for repair, guess in GUESSES:
+        fixed = guess(text)
+        parsed = parse_json_lenient(fixed) if fixed is not None else None
+        if parsed is not None:
+            return parsed[0], (repair, *parsed[1])
+    return None

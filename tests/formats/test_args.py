@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolshim.formats._args import CallOutcome, ToolIndex, canonical_json, finalize_call, parse_json_lenient
-from toolshim.formats._jsonrepair import escape_inner_quotes
+from toolshim.formats._jsonrepair import escape_inner_quotes, unescape_closing_quotes
 from toolshim.formats._reconcile import reconciled_schema
 from toolshim.formats.base import ToolSpec
 
@@ -748,6 +748,31 @@ def test_inner_quotes_repaired_when_the_result_validates(raw: str, text: str) ->
 def test_inner_quotes_not_guessed_when_invalid(raw: str) -> None:
     outcome = finalize_call(ToolIndex([SAY]), "say", raw)
     assert outcome.arguments is None and outcome.error is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        ('{"text": "dir /b /s C:\\"}', "dir /b /s C:\\"),
+        ('{"text": "cd D:\\", "times": 2}', "cd D:\\"),
+        ('{"text": "a \\"quoted\\" C:\\"}', 'a "quoted" C:\\'),  # the inner escapes stay escapes
+    ],
+)
+def test_a_backslash_before_a_closing_quote_is_kept_when_the_result_validates(raw: str, text: str) -> None:
+    outcome = finalize_call(ToolIndex([SAY]), "say", raw)
+    assert outcome.error is None and outcome.arguments is not None, outcome
+    assert json.loads(outcome.arguments)["text"] == text
+    assert outcome.repairs[0] == "trailing_backslash"
+
+
+def test_unescape_closing_quotes_touches_only_quotes_that_can_close() -> None:
+    assert unescape_closing_quotes('{"a": "say \\"hi\\", then go"}') is None  # prose after the comma
+    assert unescape_closing_quotes('{"a": "x\\\\"}') is None  # an escaped backslash
+    assert unescape_closing_quotes('{"a": "C:\\", "b": "D:\\"}') == '{"a": "C:\\\\", "b": "D:\\\\"}'
+
+
+def test_unescape_closing_quotes_is_linear() -> None:
+    assert_linear(lambda n: '{"a": "' + 'x \\" y ' * (n * 1000) + 'C:\\"}', unescape_closing_quotes)
 
 
 def test_comments_with_quotes_and_markup() -> None:

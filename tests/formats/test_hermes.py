@@ -366,3 +366,16 @@ def test_tags_inside_prose_json_are_removed_and_reported() -> None:
     assert only(events, Malformed)[0].raw.startswith('{"name": "Bob"')
     fenced = '```json\n{"name": "Bob", "note": "<tool_call>"}\n```'
     assert summarize(parse(fenced))["content"] == fenced  # inside a code fence it is a mention
+
+
+@pytest.mark.parametrize("closed", [True, False], ids=["closed", "stop-string-eaten"])
+def test_a_windows_path_at_a_values_end_is_read_in_a_block(closed: bool) -> None:
+    """``"C:\\"`` escapes its own closing quote: the block ends inside a string, and is read again with the
+    backslash kept as one (``trailing_backslash``), in every chunking."""
+    text = '<tool_call>\n{"name": "write_file", "arguments": {"path": "C:\\", "content": "x"}}\n'
+    text += "</tool_call>" if closed else ""
+    events = assert_same_in_all_chunkings(lambda: FORMAT.new_parser(TOOLS, 1), text)
+    [end] = only(events, ToolCallEnd)
+    assert json.loads(end.arguments) == {"path": "C:\\", "content": "x"}
+    assert "trailing_backslash" in end.repairs
+    assert not only(events, Malformed)
