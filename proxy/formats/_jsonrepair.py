@@ -397,45 +397,23 @@ def _closes_string(text: str, pos: int) -> bool:
 
 def escape_inner_quotes(text: str) -> str | None:
     """``text`` with the double quotes that cannot close their string escaped (``inner_quotes``);
-    ``None`` when there are none. One linear pass; ``//``, ``#`` and ``/* */`` comments outside strings are
-    skipped, so quotes in them are left alone."""
-    out: list[str] = []
-    i, done, n = 0, 0, len(text)
-    while i < n:
-        m = _OUTSIDE_STRING.search(text, i)
-        if m is None:
-            break
-        if m.group() != '"':
-            closer = "*/" if m.group() == "/*" else "\n"
-            end = text.find(closer, m.end())
-            i = n if end == -1 else end + len(closer)
-            continue
-        i = m.end()
-        while i < n:  # inside a string
-            q = _INSIDE_STRING.search(text, i)
-            if q is None:
-                i = n
-                break
-            if q.group() == "\\":
-                i = q.end() + 1
-                continue
-            i = q.end()
-            if _closes_string(text, i):
-                break
-            out += (text[done : q.start()], '\\"')
-            done = i
-    if not out:
-        return None
-    out.append(text[done:])
-    return "".join(out)
+    ``None`` when there are none."""
+    return _requoted(text, inner_quotes=True)
 
 
 def unescape_closing_quotes(text: str) -> str | None:
     """``text`` with each ``\\"`` that can close its string read as a backslash and then the closing quote
     (``trailing_backslash``): a Windows path at a value's end, ``"dir C:\\"`` written ``"dir C:\"``, which
     leaves the string, and so the whole object, unterminated. ``None`` when there is none. A guess, as
-    ``escape_inner_quotes`` is: only tried when the text does not parse, and kept by callers that check it.
-    One linear pass; comments outside strings are skipped."""
+    ``escape_inner_quotes`` is: only tried when the text does not parse, and kept by callers that check it."""
+    return _requoted(text, inner_quotes=False)
+
+
+def _requoted(text: str, inner_quotes: bool) -> str | None:
+    """One linear pass over the strings of ``text`` (``//``, ``#`` and ``/* */`` comments outside strings are
+    skipped, so quotes in them are left alone) that rewrites, by ``_closes_string``, either the quotes that
+    cannot close their string (escaped) or the escaped quotes that can (their backslash doubled); ``None``
+    when nothing was rewritten."""
     out: list[str] = []
     i, done, n = 0, 0, len(text)
     while i < n:
@@ -454,13 +432,17 @@ def unescape_closing_quotes(text: str) -> str | None:
                 i = n
                 break
             i = q.end()
-            if q.group() == '"':
+            if q.group() == "\\":
+                if not inner_quotes and text.startswith('"', i) and _closes_string(text, i + 1):
+                    out += (text[done:i], "\\")  # the backslash kept as one, the quote closes
+                    done, i = i, i + 1
+                    break
+                i += 1  # an escape: the escaped character ends no string
+                continue
+            if not inner_quotes or _closes_string(text, i):
                 break
-            if text.startswith('"', i) and _closes_string(text, i + 1):
-                out += (text[done:i], "\\")  # the backslash kept as one, the quote closes
-                done, i = i, i + 1
-                break
-            i += 1  # an escape: the escaped character is no quote that ends the string
+            out += (text[done : q.start()], '\\"')
+            done = i
     if not out:
         return None
     out.append(text[done:])
