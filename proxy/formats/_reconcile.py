@@ -18,9 +18,9 @@ from typing import Any
 
 _MAX_DEPTH = 32
 # keywords whose value is one subschema, or a list of them, or a name -> subschema mapping
-_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
-_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
-_NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_ONE = frozenset(("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"))
+_MANY = frozenset(("anyOf", "oneOf", "allOf", "prefixItems"))
+_NAMED = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
 
 
 def reconciled_schema(schema: Any) -> Any:
@@ -33,21 +33,17 @@ def _walk(schema: Any, depth: int) -> Any:
     if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
         return schema
     changed: dict[str, Any] = {}
-    for key in _ONE:
-        if key in schema:
-            _note(changed, key, schema[key], _walk(schema[key], depth + 1))
-    for key in _MANY:
-        value = schema.get(key)
-        if isinstance(value, list):
-            walked = [_walk(item, depth + 1) for item in value]
-            if any(new is not old for new, old in zip(walked, value, strict=True)):
-                changed[key] = walked
-    for key in _NAMED:
-        value = schema.get(key)
-        if isinstance(value, Mapping):
-            named = {name: _walk(sub, depth + 1) for name, sub in value.items()}
-            if any(named[name] is not sub for name, sub in value.items()):
-                changed[key] = named
+    for key, value in schema.items():  # only the keywords present: most schemas have few
+        if key in _ONE:
+            walked = _walk(value, depth + 1)
+        elif key in _MANY and isinstance(value, list):
+            walked = _walked_items(value, depth)
+        elif key in _NAMED and isinstance(value, Mapping):
+            walked = _walked_values(value, depth)
+        else:
+            continue
+        if walked is not value:
+            changed[key] = walked
     drop_type = _type_contradicts_enum(schema)
     if not changed and not drop_type:
         return schema
@@ -57,9 +53,22 @@ def _walk(schema: Any, depth: int) -> Any:
     return result
 
 
-def _note(changed: dict[str, Any], key: str, old: Any, new: Any) -> None:
-    if new is not old:
-        changed[key] = new
+def _walked_items(items: list[Any], depth: int) -> list[Any]:
+    """The list itself when no subschema in it changed."""
+    walked = [_walk(item, depth + 1) for item in items]
+    return walked if any(new is not old for new, old in zip(walked, items, strict=True)) else items
+
+
+def _walked_values(named: Mapping[str, Any], depth: int) -> Mapping[str, Any]:
+    """The mapping itself when no subschema in it changed (a new dict is built only on the first change)."""
+    out: dict[str, Any] | None = None
+    for name, sub in named.items():
+        new = _walk(sub, depth + 1)
+        if new is not sub and out is None:
+            out = dict(named)
+        if out is not None:
+            out[name] = new
+    return named if out is None else out
 
 
 def _type_contradicts_enum(schema: Mapping[str, Any]) -> bool:
