@@ -47,7 +47,7 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 
 from ._coerce import Coercer
-from ._jsonrepair import GUESSES, parse_json_lenient
+from ._jsonrepair import guessed_parses, parse_json_lenient
 from .base import ToolSpec
 
 __all__ = ["CallOutcome", "ToolIndex", "canonical_json", "finalize_call", "parse_json_lenient"]
@@ -63,7 +63,6 @@ _NAME_WRAPPERS = "`'\""
 _NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.", "default_api.")
 _MAX_SHOWN_TOOLS = 20
 _MAX_ERRORS = 3
-_MAX_GUESS_CHARS = 1 << 20  # guessing repairs re-parse the arguments: bounded input
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +367,11 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], tuple[str, ...]] | str:
     parsed = parse_json_lenient(raw)
     if parsed is None:
         return f"arguments are not valid JSON: {_json_error(raw)}"
-    value, repairs = parsed
+    return _as_arguments(*parsed)
+
+
+def _as_arguments(value: Any, repairs: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]] | str:
+    """A parsed value as the arguments object (a double-encoded object read again), or an error message."""
     if isinstance(value, str) and value.lstrip().startswith("{"):
         inner = parse_json_lenient(value)
         if inner is not None and isinstance(inner[0], dict):
@@ -425,16 +428,15 @@ def _any_match(patterns: Mapping[str, Any], key: str) -> bool:
 def _guessed_repairs(index: ToolIndex, name: str, raw: Any) -> tuple[str, tuple[str, ...]] | None:
     """Repairs that guess, kept only when the result validates against the schema: unescaped
     quotes inside a string value (``inner_quotes``), a backslash at a value's end (``trailing_backslash``)."""
-    if not isinstance(raw, str) or len(raw) > _MAX_GUESS_CHARS:
+    if not isinstance(raw, str):
         return None
-    for repair, guess in GUESSES:
-        fixed = guess(raw)
-        parsed = _parse_arguments(fixed) if fixed is not None else None
-        if parsed is None or isinstance(parsed, str):
+    for value, repairs in guessed_parses(raw):
+        parsed = _as_arguments(value, repairs)
+        if isinstance(parsed, str):
             continue
         arguments, error, coerced = _coerce_and_validate(index, name, parsed[0])
         if arguments is not None and error is None:
-            return arguments, (repair, *parsed[1], *coerced)
+            return arguments, (*parsed[1], *coerced)
     return None
 
 

@@ -17,10 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ._args import parse_json_lenient
-from ._jsonrepair import unescape_closing_quotes
+from ._jsonrepair import guessed_parse
 from ._jsonscan import call_parts
-
-MAX_GUESS_CHARS = 1 << 16  # longer text is not guessed at: a call's JSON is shorter
 
 # The keys a call object may open with; any other first key means "just JSON in prose".
 CALL_KEYS = frozenset(("name", "arguments", "parameters", "function", "type", "id", "tool_calls", "index"))
@@ -273,11 +271,7 @@ def _parsed(text: str) -> tuple[Any, tuple[str, ...]] | None:
     """The value, repaired; a value that does not parse as written gets the backslash guess
     (``{"command": "dir C:\"}``): only call objects are kept of it, and their arguments are validated."""
     parsed = parse_json_lenient(text)
-    if parsed is not None or len(text) > MAX_GUESS_CHARS:
-        return parsed
-    fixed = unescape_closing_quotes(text)
-    parsed = parse_json_lenient(fixed) if fixed is not None else None
-    return (parsed[0], ("trailing_backslash", *parsed[1])) if parsed is not None else None
+    return parsed if parsed is not None else guessed_parse(text, only="trailing_backslash")
 
 
 def _name_only(item: Any) -> bool:

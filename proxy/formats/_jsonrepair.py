@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import json5
@@ -450,15 +451,22 @@ def _requoted(text: str, inner_quotes: bool) -> str | None:
 
 
 GUESSES = (("inner_quotes", escape_inner_quotes), ("trailing_backslash", unescape_closing_quotes))
+MAX_GUESS_CHARS = 1 << 20  # each guess re-reads the text: longer text is not guessed at
 
 
-def guessed_parse(text: str) -> tuple[Any, Repairs] | None:
-    """``text`` parsed after the first guess (``GUESSES``) that makes it parse, with the guess named first;
-    ``None`` when none does. For text that does not parse as written: callers keep the value only where
-    they check it (a schema, a call's shape)."""
+def guessed_parses(text: str, only: str | None = None) -> Iterator[tuple[Any, Repairs]]:
+    """``text`` parsed after each guess (``GUESSES``, or the one named ``only``) that makes it parse, the
+    guess named first. For text that does not parse as written; callers keep a value only where they check it
+    (a schema, a call's shape), so they may try the next guess."""
+    if len(text) > MAX_GUESS_CHARS:
+        return
     for repair, guess in GUESSES:
-        fixed = guess(text)
+        fixed = guess(text) if only in (None, repair) else None
         parsed = parse_json_lenient(fixed) if fixed is not None else None
         if parsed is not None:
-            return parsed[0], (repair, *parsed[1])
-    return None
+            yield parsed[0], (repair, *parsed[1])
+
+
+def guessed_parse(text: str, only: str | None = None) -> tuple[Any, Repairs] | None:
+    """The first of ``guessed_parses``; ``None`` when no guess makes the text parse."""
+    return next(guessed_parses(text, only), None)
