@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/bfcl.py` puts bench/ on the path, not the repo root
     sys.path.insert(0, str(ROOT))
 
-from toolshim.config.rules import RulesError, load_rules  # noqa: E402
+from toolshim.config.loading import load_rules  # noqa: E402
+from toolshim.config.rules import RulesError  # noqa: E402
 from toolshim.formats import FORMATS  # noqa: E402
 
 from bench.bfcl_score import CATEGORIES, KNOWN_CATEGORIES, Bfcl, Question  # noqa: E402

@@ -24,7 +24,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from toolshim.config.rules import load_rules  # noqa: E402
+from toolshim.config.loading import load_rules  # noqa: E402
 from toolshim.config.settings import Settings  # noqa: E402
 from toolshim.formats import ToolCallRecord, get_format  # noqa: E402
 from toolshim.server.app import create_app, start_site  # noqa: E402

@@ -245,7 +245,11 @@ def write_rules(tmp: Path, upstream: str) -> Path:
 async def measure_here() -> dict[str, dict[str, Any]]:
     """Every request kind against the toolshim this process imports."""
     import aiohttp
-    from toolshim.config.rules import load_rules
+
+    try:
+        from toolshim.config.loading import load_rules
+    except ImportError:  # a tree from before rules files were read in config.loading
+        from toolshim.config.rules import load_rules  # type: ignore[attr-defined,no-redef]
     from toolshim.config.settings import Settings
     from toolshim.server.app import create_app, start_site
 

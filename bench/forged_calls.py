@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from openai import APIError, AsyncOpenAI  # noqa: E402
-from toolshim.config.rules import load_rules  # noqa: E402
+from toolshim.config.loading import load_rules  # noqa: E402
 from toolshim.config.settings import Settings  # noqa: E402
 from toolshim.formats import ToolCallRecord, get_format, history  # noqa: E402
 from toolshim.server.app import create_app, start_site  # noqa: E402

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .config.rules import MissingExtra, RulesError, describe, lint, load_rules
+from .config.loading import describe, lint, load_rules
+from .config.rules import MissingExtra, RulesError
 from .config.settings import DEFAULT_RULES, ENV_VARS, SettingsError, load_settings
 from .server import listener
 

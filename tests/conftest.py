@@ -20,7 +20,7 @@ import json5
 import pytest
 from aiohttp import web
 from hypothesis import settings
-from toolshim.config.rules import load_rules
+from toolshim.config.loading import load_rules
 from toolshim.config.settings import Settings
 from toolshim.observe.metrics import Metrics
 from toolshim.server.app import create_app, start_site

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import json5
 import pytest
-from toolshim.config.rules import load_rules
+from toolshim.config.loading import load_rules
 
 from bench.bfcl import (
     ROOT,

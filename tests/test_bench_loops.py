@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from toolshim.config.rules import load_rules as toolshim_rules
+from toolshim.config.loading import load_rules as toolshim_rules
 
 from bench.agent_loops import (
     LoopRecord,

@@ -20,7 +20,7 @@ import openai
 import pytest
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
-from toolshim.config.rules import load_rules
+from toolshim.config.loading import load_rules
 from toolshim.config.settings import Settings
 from toolshim.observe.metrics import Metrics
 from toolshim.server.app import create_app

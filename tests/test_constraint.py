@@ -10,7 +10,8 @@ from typing import Any
 import openai
 import pytest
 from toolshim.chat import modes
-from toolshim.config.rules import RulesError, lint, load_rules
+from toolshim.config.loading import lint, load_rules
+from toolshim.config.rules import RulesError
 from toolshim.constrain.grammars import GrammarCache, body_fields
 from toolshim.formats import FORMATS, CallGrammar, SchemaRules, ToolCallRecord, ToolChoice, ToolSpec, get_format
 from toolshim.formats._hermes_grammar import CALL_HEAD, CALL_TAIL

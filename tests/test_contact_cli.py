@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from toolshim import __version__
-from toolshim.config.rules import RulesError, lint, load_rules
+from toolshim.config.loading import lint, load_rules
+from toolshim.config.rules import RulesError
 from toolshim.config.settings import Settings, SettingsError, load_settings
 from toolshim.server.workers import start_line
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from toolshim.config.rules import RulesError, load_rules
+from toolshim.config.loading import load_rules
+from toolshim.config.rules import RulesError
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import ask, emulated, pieces

@@ -17,7 +17,8 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.config.rules import RulesError, load_rules
+from toolshim.config.loading import load_rules
+from toolshim.config.rules import RulesError
 
 from tests.checked import checked_openai
 from tests.conftest import free_port, write_rules

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from toolshim.config import rules as rules_module
-from toolshim.config.rules import MissingExtra, RulesError, describe, load_rules
+from toolshim.config.loading import describe, load_rules
+from toolshim.config.rules import MissingExtra, RulesError
 from toolshim.config.settings import DEFAULT_RULES, Settings
 
 UPSTREAMS = (

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from toolshim.config.cpus import CpuBudget, cgroup_quota
-from toolshim.config.rules import load_rules
+from toolshim.config.loading import load_rules
 from toolshim.config.settings import Settings
 from toolshim.server.app import create_app, start_site
 from toolshim.server.drain import INFLIGHT, drain

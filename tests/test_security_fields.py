@@ -15,7 +15,8 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from toolshim.config.rules import RulesError, load_rules
+from toolshim.config.loading import load_rules
+from toolshim.config.rules import RulesError
 
 from tests.conftest import write_rules
 from tests.deltas import check_completion, check_deltas, parse_sse

@@ -19,7 +19,8 @@ from typing import Any
 import aiohttp
 import pytest
 from toolshim.config.allowlist import PASSTHROUGH_FIELDS
-from toolshim.config.rules import MAX_MODEL_NAME_CHARS, RESOLVE_CACHE_SIZE, RulesError, describe, load_rules
+from toolshim.config.loading import describe, load_rules
+from toolshim.config.rules import MAX_MODEL_NAME_CHARS, RESOLVE_CACHE_SIZE, RulesError
 from toolshim.config.settings import _is_loopback, is_loopback
 from toolshim.observe.logthrottle import LogThrottle
 from toolshim.observe.redact import REDACTOR

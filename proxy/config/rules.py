@@ -1,32 +1,26 @@
-"""Rules files (JSON5) → a validated ``RuleSet``; ``RuleSet.resolve(model)`` → the rule to apply.
+"""What a rules file says, validated: ``UpstreamConfig``, ``ModelRule``, ``RulesFile``; and the ``RuleSet``
+they make, whose ``resolve(model)`` is the rule to apply (first match wins, cached per name).
 
-A rules path is one file or a folder of ``*.json5`` / ``*.json`` files (read in name order;
-upstreams merge, model rules concatenate). Unknown keys are errors (with the closest known key
-suggested), types are strict (``"yes"`` is no boolean, ``"3"`` no number), and ``${VAR}`` in a
-string value is replaced from the environment (an unset one is an error), so a typo fails at start
-with the file, the field and what is wrong, never silently at request time. ``lint`` finds what is
-valid but probably wrong (shadowed rules, unset key variables) for ``check-rules``.
+Unknown keys are errors and types are strict (``"yes"`` is no boolean, ``"3"`` no number), so a typo
+fails at start with the field and what is wrong, never silently at request time. Reading the files
+(JSON5, ``${VAR}``, folders of them), ``lint`` and ``describe``: ``loading``.
 """
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
-import importlib.util
-import json
 import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-import json5
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..formats import FORMATS
-from ..observe.redact import MASK, Redactor
+from ..observe.redact import MASK
 from .allowlist import allowed_fields, forbidden_extension
 
 SERVED_MODES = ("native", "auto")  # tool modes besides the registered formats (formats.FORMATS)
@@ -248,20 +242,19 @@ class ModelRule(_Strict):
     @classmethod
     def _known_mode(cls, value: str) -> str:
         if value not in FORMATS and value not in SERVED_MODES:
-            raise ValueError(f"unknown tool_mode {value!r}; expected one of: {_quoted(_mode_names())}")
+            raise ValueError(f"unknown tool_mode {value!r}; expected one of: {quoted(_mode_names())}")
         return value
 
     @field_validator("fallback_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
         if value not in FORMATS:
-            raise ValueError(f"unknown format {value!r}; expected one of: {_quoted(sorted(FORMATS))}")
+            raise ValueError(f"unknown format {value!r}; expected one of: {quoted(sorted(FORMATS))}")
         return value
 
     @field_validator("tool_error_pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        import re
 
         try:
             re.compile(value)
@@ -355,12 +348,8 @@ class RuleSet:
         return names
 
 
-def _grammar_formats() -> list[str]:
-    """The registered formats that have a grammar, sorted: each format says so itself (``grammar``)."""
-    return sorted(name for name, fmt in FORMATS.items() if fmt.grammar is not None)
-
-
-def _quoted(names: list[str]) -> str:
+def quoted(names: list[str]) -> str:
+    """Names for a message: ``'a', 'b'``."""
     return ", ".join(repr(name) for name in names)
 
 
@@ -370,178 +359,3 @@ def _mode_names() -> list[str]:
 
 def is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
-
-
-def _rules_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".json5", ".json") and p.is_file())
-        if not files:
-            raise RulesError(f"{path}: no *.json5 or *.json rules files in this folder")
-        return files
-    if not path.exists():
-        raise RulesError(f"{path}: no such file or folder")
-    return [path]
-
-
-def _format_validation(file: Path, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top)"
-        hint = _extra_key_hint(err["loc"]) if err["type"] == "extra_forbidden" else ""
-        lines.append(f"{file}: {where}: {err['msg']}{hint}")
-    return "\n".join(lines)
-
-
-def _extra_key_hint(loc: tuple[int | str, ...]) -> str:
-    """For an unknown key: where the key belongs (``api_key``) or the closest known key."""
-    key = str(loc[-1])
-    if len(loc) == 1:
-        model: type[BaseModel] = RulesFile
-    elif loc[0] == "upstreams" and len(loc) == 3:
-        model = UpstreamConfig
-    elif loc[0] == "models" and len(loc) == 3:
-        model = ModelRule
-    else:
-        return ""
-    if key in ("api_key", "key", "token", "api_token"):
-        return (
-            "; keys are never written in rules files: put it in an environment variable and name that "
-            'variable with api_key_env (e.g. api_key_env: "OPENAI_API_KEY")'
-        )
-    close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
-    return f" (did you mean `{close[0]}`?)" if close else ""
-
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _substitute_env(value: Any, where: str, missing: list[str]) -> Any:
-    """``${VAR}`` in string values (not keys) → the variable's value; unset names go to ``missing``."""
-    if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            found = os.environ.get(match.group(1))
-            if found is None:
-                missing.append(f"{where or '(top)'}: environment variable {match.group(1)} is not set")
-                return ""
-            return found
-
-        return _ENV_REF.sub(replace, value)
-    if isinstance(value, dict):
-        return {k: _substitute_env(v, f"{where}.{k}".lstrip("."), missing) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute_env(v, f"{where}[{i}]", missing) for i, v in enumerate(value)]
-    return value
-
-
-def _read_file(file: Path) -> RulesFile:
-    try:
-        data: Any = json5.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RulesError(f"{file}: cannot read: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise RulesError(f"{file}: not valid JSON5: {exc}") from exc
-    missing: list[str] = []
-    data = _substitute_env(data, "", missing)
-    if missing:
-        raise RulesError("\n".join(f"{file}: {line}" for line in missing))
-    try:  # strict, from JSON: "yes" is no boolean and "3" no number; arrays fill tuples
-        return RulesFile.model_validate_json(json.dumps(data), strict=True)
-    except ValidationError as exc:
-        raise RulesError(_format_validation(file, exc)) from exc
-
-
-def load_rules(path: str | os.PathLike[str]) -> RuleSet:
-    """Read and validate the rules at ``path``; ``RulesError`` names the file and field on failure."""
-    files = _rules_files(Path(path))
-    upstreams: dict[str, UpstreamConfig] = {}
-    placed: list[tuple[Path, int, ModelRule]] = []
-    owners: dict[str, Path] = {}
-    for file in files:
-        parsed = _read_file(file)
-        for name, upstream in parsed.upstreams.items():
-            if name in upstreams:
-                raise RulesError(f"{file}: upstreams.{name}: already defined in {owners[name]}")
-            upstreams[name], owners[name] = upstream, file
-        placed.extend((file, i, rule) for i, rule in enumerate(parsed.models))
-    for file, i, rule in placed:
-        if rule.upstream not in upstreams:
-            known = ", ".join(sorted(upstreams)) or "none defined"
-            raise RulesError(f"{file}: models[{i}].upstream: unknown upstream {rule.upstream!r} (known: {known})")
-        if rule.constrained is True and upstreams[rule.upstream].constraint_dialect == "none":
-            raise RulesError(
-                f"{file}: models[{i}].constrained: true needs upstreams.{rule.upstream}.constraint_dialect "
-                '("gbnf" or "vllm"); "auto" uses one only where it is set'
-            )
-    checked = [rule for _, _, rule in placed]
-    if not checked:
-        raise RulesError(f"{path}: no model rules: add at least one entry under 'models'")
-    _require_provider_packages(upstreams, owners)
-    return RuleSet(upstreams, checked, files)
-
-
-def _require_provider_packages(upstreams: dict[str, UpstreamConfig], owners: dict[str, Path]) -> None:
-    """Refuse, at load, a provider whose package is missing: ``serve`` checks before it starts any worker,
-    ``check-rules`` and reloads report it, and no worker dies on the import (once per worker, restarted)."""
-    for provider, (module, extra) in PROVIDER_PACKAGES.items():
-        users = [name for name, config in upstreams.items() if config.provider == provider]
-        if users and importlib.util.find_spec(module) is None:
-            files = ", ".join(sorted({str(owners[name]) for name in users}))
-            names = ", ".join(f"upstreams.{name}" for name in users)
-            raise MissingExtra(
-                f"{files}: {names}: provider {provider!r} needs the {module} package, which is not installed: "
-                f"pip install 'toolshim[{extra}]' (or remove the upstream from the rules)"
-            )
-
-
-def lint(rules: RuleSet) -> list[str]:
-    """Valid but probably wrong: rules no request can reach, and key variables that are unset."""
-    found: list[str] = []
-    for i, rule in enumerate(rules.models):
-        for j, earlier in enumerate(rules.models[:i]):
-            if earlier.match == rule.match:
-                found.append(f"models[{i}] ({rule.match!r}) duplicates models[{j}]: it is never used")
-                break
-            if fnmatch.fnmatchcase(rule.match, earlier.match):
-                found.append(
-                    f"models[{i}] ({rule.match!r}) is shadowed by models[{j}] ({earlier.match!r}), which "
-                    "matches every name it does and comes first: it is never used"
-                )
-                break
-    for i, rule in enumerate(rules.models):
-        emulates = rule.fallback_format if rule.tool_mode == "auto" else rule.tool_mode
-        if rule.constrained is not False and emulates in FORMATS and FORMATS[emulates].grammar is None:
-            found.append(
-                f"models[{i}].constrained: format {emulates!r} has no grammar (only "
-                f"{_quoted(_grammar_formats())}): its calls go unconstrained"
-            )
-    for name, upstream in rules.upstreams.items():
-        if upstream.api_key_env and not os.environ.get(upstream.api_key_env):
-            found.append(
-                f"upstreams.{name}.api_key_env: {upstream.api_key_env} is not set in this environment; "
-                "requests would go without a key"
-            )
-    return found
-
-
-def describe(rules: RuleSet) -> str:
-    """The resolved model table that ``toolshim check-rules`` prints: no credential of a ``base_url``
-    (``masked_url``) and no configured secret (keys, header values) in it, wherever it appears."""
-    rows: list[tuple[str, ...]] = [("match", "tool mode", "upstream", "provider", "upstream model")]
-    for rule in rules.models:
-        up = rules.upstreams[rule.upstream]
-        where = masked_url(up.base_url) if up.base_url else up.provider
-        rows.append(
-            (
-                rule.match,
-                rule.tool_mode,
-                f"{rule.upstream} ({where})",
-                up.provider,
-                rule.upstream_model or "(as requested)",
-            )
-        )
-    secrets = Redactor()  # a key or header value put elsewhere too (``${VAR}`` in a URL's path, a model name)
-    secrets.update(secret for upstream in rules.upstreams.values() for secret in upstream.secrets())
-    rows = [tuple(secrets.redact(cell) for cell in row) for row in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from ..config.rules import RulesError, RuleSet, UpstreamConfig, load_rules
+from ..config.loading import load_rules
+from ..config.rules import RulesError, RuleSet, UpstreamConfig
 from ..config.settings import Settings
 from ..observe.context import RequestInfo
 from ..observe.metrics import Metrics

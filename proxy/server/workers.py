@@ -54,7 +54,7 @@ EXIT_START_FAILED = 3  # a worker that could not start (its rules, say); the sup
 
 
 async def _serve_async(settings: Settings, sockets: list[socket.socket], parent_pid: int | None) -> None:
-    from ..config.rules import load_rules
+    from ..config.loading import load_rules
     from .app import create_app, start_site
     from .drain import CUT_GRACE, drain
     from .state import STATE
@@ -199,7 +199,8 @@ def serve(settings: Settings, sockets: list[socket.socket] | None = None) -> int
 def start_line(settings: Settings) -> str:
     """The one start-up line: version, rules, their size, where it listens, how many workers."""
     from .. import __version__
-    from ..config.rules import RulesError, load_rules
+    from ..config.loading import load_rules
+    from ..config.rules import RulesError
 
     try:
         rules = load_rules(settings.rules_path)

@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
-from toolshim.config.rules import load_rules
+from toolshim.config.loading import load_rules
 from toolshim.config.settings import ENV_VARS as SETTINGS_ENV  # the setting -> variable table
 from toolshim.config.settings import load_settings
 from toolshim.observe.metrics import Metrics
