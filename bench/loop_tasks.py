@@ -372,6 +372,68 @@ def get_room_price(args: Args) -> dict[str, Any]:
     return {"hotel": hotel.title(), "price_per_night_eur": HOTELS[hotel]}
 
 
+RECIPES = {"sourdough": {"name": "Sourdough loaf", "prep_minutes": 40, "bake_minutes": 45, "oven_celsius": 230}}
+
+
+def get_recipe(args: Args) -> dict[str, Any]:
+    return RECIPES[_find(RECIPES, _text(args, "name", "recipe"))]
+
+
+def set_timer(args: Args) -> dict[str, Any]:
+    return {"timer_set": True, "minutes": _tidy(_number(args, "minutes", "duration"))}
+
+
+DEPARTURES = {("central", "12"): ["14:05", "14:35"]}
+
+
+def next_departures(args: Args) -> dict[str, Any]:
+    stop, line = _text(args, "stop", "station").casefold(), re.sub(r"\D", "", _text(args, "line", "route"))
+    for (known_stop, known_line), times in DEPARTURES.items():
+        if known_stop in stop and line == known_line:
+            return {"line": known_line, "stop": "Central Station", "departures": times}
+    raise ValueError(f"no departures for line {line!r} at {stop!r}")
+
+
+DEVICES = [{"id": "d-1", "name": "Laptop"}, {"id": "d-2", "name": "Phone"}]
+BATTERY = {"d-1": 64, "d-2": 18}
+
+
+def list_devices(args: Args) -> dict[str, Any]:
+    return {"devices": DEVICES}
+
+
+def get_battery(args: Args) -> dict[str, Any]:
+    device = _find(BATTERY, _text(args, "device_id", "id").casefold())
+    return {"device_id": device, "battery_percent": BATTERY[device]}
+
+
+ELEVATIONS = {"mont blanc": 4806, "matterhorn": 4478}
+
+
+def get_elevation(args: Args) -> dict[str, Any]:
+    place = _find(ELEVATIONS, _text(args, "place", "name", "mountain").replace("-", " "))
+    return {"place": place.title(), "elevation_m": ELEVATIONS[place]}
+
+
+def request_refund(args: Args) -> dict[str, Any]:
+    order = re.sub(r"[^a-z0-9]", "", _text(args, "order_id", "id").casefold())
+    if "b552" not in order:
+        raise ValueError(f"unknown order {order!r}")
+    return {"order_id": "B-552", "refunded": False, "reason": "the 30-day refund window closed on 2026-10-01"}
+
+
+def apply_discount(args: Args) -> dict[str, Any]:
+    price, percent = _number(args, "price", "amount"), _number(args, "percent", "discount")
+    return {"final_price": _tidy(price * (100 - percent) / 100)}
+
+
+ROOMS = {"orion": {"room": "Orion", "time": "15:00", "free": False, "booked_by": "Sales team"}}
+
+
+def check_room(args: Args) -> dict[str, Any]:
+    return ROOMS[_find(ROOMS, _text(args, "room", "name").casefold())]
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -581,6 +643,55 @@ TOOLS: dict[str, Tool] = {
             _obj({"hotel": STR}, ["hotel"]),
             get_room_price,
         ),
+        Tool(
+            "get_recipe",
+            "Look up a recipe by name: preparation and baking times, oven temperature.",
+            _obj({"name": {"type": "string", "description": "e.g. sourdough"}}, ["name"]),
+            get_recipe,
+        ),
+        Tool(
+            "set_timer",
+            "Start a kitchen timer for a number of minutes.",
+            _obj({"minutes": NUM}, ["minutes"]),
+            set_timer,
+        ),
+        Tool(
+            "next_departures",
+            "The next departures of a bus line from a stop.",
+            _obj({"stop": STR, "line": {"type": "string", "description": "e.g. 12"}}, ["stop", "line"]),
+            next_departures,
+        ),
+        Tool("list_devices", "List the user's devices with their ids.", _obj({}, []), list_devices),
+        Tool(
+            "get_battery",
+            "The battery level of a device, by its device id.",
+            _obj({"device_id": {"type": "string", "description": "e.g. d-5"}}, ["device_id"]),
+            get_battery,
+        ),
+        Tool(
+            "get_elevation",
+            "The elevation of a mountain or place, in meters.",
+            _obj({"place": STR}, ["place"]),
+            get_elevation,
+        ),
+        Tool(
+            "request_refund",
+            "Ask for a refund of a customer's order by its order id.",
+            _obj({"order_id": {"type": "string", "description": "e.g. A1234"}}, ["order_id"]),
+            request_refund,
+        ),
+        Tool(
+            "apply_discount",
+            "The price after a percentage discount.",
+            _obj({"price": NUM, "percent": NUM}, ["price", "percent"]),
+            apply_discount,
+        ),
+        Tool(
+            "check_room",
+            "Whether a meeting room is free at a time (HH:MM, 24-hour), and who booked it if not.",
+            _obj({"room": STR, "time": {"type": "string", "description": "HH:MM"}}, ["room", "time"]),
+            check_room,
+        ),
     )
 }
 
@@ -690,6 +801,32 @@ def event_call(answer: str, calls: Sequence[Call]) -> list[str]:
         if "2025-03-14" in text and re.search(r"\b0?9:30", text) and "dentist" in title:
             return []
     return ["no add_event(title~dentist, date=2025-03-14, time=09:30) executed"]
+
+
+_REFUND_REFUSED = re.compile(
+    r"could ?n[o']t|can ?no?t|unable|not (?:be |been |possible|eligible)|no refund|n't (?:be )?refund|denied|declined"
+    r"|refused|window (?:has |had )?(?:closed|expired|passed)|(?:closed|expired|passed)",
+    re.IGNORECASE,
+)
+
+
+def refund_refused(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the refund was not made (the 30-day window closed)."""
+    if _REFUND_REFUSED.search(answer) is None or re.search(r"\b(?:has|have|was) been refunded\b", answer, re.I):
+        return ["answer does not say the refund was refused (the window closed on 2026-10-01)"]
+    return []
+
+
+_TAKEN = re.compile(r"\bnot (?:free|available)|\b(?:booked|taken|occupied|reserved|unavailable)\b|sales", re.I)
+
+
+def room_taken(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the room is not free (booked by the Sales team); "is free" / "not booked" say the opposite."""
+    if _TAKEN.search(answer) is None or re.search(
+        r"\b(?:is|it's) (?:free|available)\b|not (?:booked|taken)", answer, re.I
+    ):
+        return ["answer does not say the room is taken (booked by the Sales team at 15:00)"]
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -1039,4 +1176,72 @@ FOURTH: tuple[Task, ...] = (
         summary="arithmetic no offered tool does: a direct answer",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH)}
+# Written 2026-11-28 (session of stop 44) before any run on them (``--tasks fifth``), with nine new tools: a
+# baking time with a timer not to set, a bus's next departure, a device id to look up before its battery, a
+# capital no offered tool knows, two mountains' heights, a refund the shop refuses, a discount to compute,
+# a meeting room that is taken.
+FIFTH: tuple[Task, ...] = (
+    Task(
+        "bake_time",
+        "How long do I bake the sourdough loaf?",
+        ("get_recipe", "set_timer"),
+        (called("get_recipe", "sourdough"), not_called("set_timer"), says_number("45")),
+        summary="one field of a recipe (45 minutes), no timer",
+    ),
+    Task(
+        "next_bus",
+        "When does the next number 12 bus leave from Central Station?",
+        ("next_departures", "get_weather"),
+        (called("next_departures", "12"), not_called("get_weather"), says_word("14:05", "2:05")),
+        summary="the first of two departures (14:05)",
+    ),
+    Task(
+        "laptop_battery",
+        "What's the battery level of my laptop?",
+        ("list_devices", "get_battery"),
+        (called("get_battery", "d-1"), says_number("64")),
+        summary="the laptop's id (d-1) from the device list before its battery (64%)",
+    ),
+    Task(
+        "capital",
+        "What is the capital of Japan?",
+        ("get_battery", "next_departures"),
+        (no_calls, says_word("tokyo")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+    Task(
+        "two_mountains",
+        "How high are Mont Blanc and the Matterhorn?",
+        ("get_elevation", "get_weather"),
+        (
+            called("get_elevation", "blanc"),
+            called("get_elevation", "matterhorn"),
+            says_number("4806", "4,806", "4.806"),
+            says_number("4478", "4,478", "4.478"),
+        ),
+        summary="two independent lookups of one tool",
+    ),
+    Task(
+        "refund_refused",
+        "Please refund my order B-552.",
+        ("request_refund", "cancel_order"),
+        (called("request_refund", "552"), not_called("cancel_order"), refund_refused),
+        summary="a refund the shop refuses (the window closed): the answer says so",
+    ),
+    Task(
+        "discount",
+        "What does a 240 euro jacket cost with 15 percent off?",
+        ("apply_discount", "convert_currency"),
+        (called("apply_discount", "240", "15"), not_called("convert_currency"), says_number("204")),
+        summary="a price through the tool (204)",
+    ),
+    Task(
+        "room_taken",
+        "Is meeting room Orion free at 3 pm?",
+        ("check_room", "add_event"),
+        (called("check_room", "orion"), not_called("add_event"), room_taken),
+        summary="a room that is booked (by the Sales team): the answer says so",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH)}

@@ -26,7 +26,19 @@ from bench.agent_loops import (
     usage_tokens,
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
-from bench.loop_tasks import FOURTH, FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, UNSEEN, Call, Toolbox, number_in
+from bench.loop_tasks import (
+    FIFTH,
+    FOURTH,
+    FRESH,
+    HELD_OUT,
+    TASKS,
+    TASKS_BY_NAME,
+    TOOLS,
+    UNSEEN,
+    Call,
+    Toolbox,
+    number_in,
+)
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +136,26 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
     ),
     "unknown_contact": ([("lookup_contact", {"name": "Zoe"})], "Zoe is not in your address book."),
     "square_root": ([], "The square root of 81 is 9."),
+    "bake_time": ([("get_recipe", {"name": "sourdough"})], "Bake it for 45 minutes at 230 °C."),
+    "next_bus": ([("next_departures", {"stop": "Central Station", "line": "12"})], "The next one leaves at 14:05."),
+    "laptop_battery": (
+        [("list_devices", {}), ("get_battery", {"device_id": "d-1"})],
+        "Your laptop's battery is at 64%.",
+    ),
+    "capital": ([], "The capital of Japan is Tokyo."),
+    "two_mountains": (
+        [("get_elevation", {"place": "Mont Blanc"}), ("get_elevation", {"place": "Matterhorn"})],
+        "Mont Blanc is 4,806 m high and the Matterhorn 4,478 m.",
+    ),
+    "refund_refused": (
+        [("request_refund", {"order_id": "B-552"})],
+        "I couldn't refund order B-552: the 30-day refund window closed on 2026-10-01.",
+    ),
+    "discount": ([("apply_discount", {"price": 240, "percent": 15})], "With 15% off it costs 204 euros."),
+    "room_taken": (
+        [("check_room", {"room": "Orion", "time": "15:00"})],
+        "No, Orion is booked by the Sales team at 15:00.",
+    ),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
@@ -141,7 +173,7 @@ def test_every_task_has_a_good_loop_here() -> None:
     assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
 
 
-@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH], ids=lambda t: t.name)
 def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert hasattr(task, "judge")
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
@@ -150,7 +182,7 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH) if t.needs_tool], ids=lambda t: t.name
+    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH) if t.needs_tool], ids=lambda t: t.name
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
