@@ -853,7 +853,9 @@ class ForeignCalls:
         self._calls.fail(block, f"pythonic list cut inside a string or by finish_reason={finish}")
 
     def _close_value(self, finish: FinishReason) -> None:
-        """The output ended inside a value: a call-shaped one is completed after a ``stop``."""
+        """The output ended inside a value: a call-shaped one is completed after a ``stop``, or after any cut
+        that came once its name and whole arguments were read (``cut_after_arguments``); one cut before that,
+        naming an offered tool, is Malformed."""
         group, sc = self._group, self._sc
         assert group is not None
         text = "".join(self._parts) + self._rest()
@@ -862,10 +864,14 @@ class ForeignCalls:
             self._parts = []
             self._finish_value(text + closers, ("unclosed_brackets",) if closers else (), shown=text)
             return
+        if sc.call_read and sc.args_end is not None and (sc.in_string or truncated(finish)):  # cut after the call
+            self._parts = []
+            self._finish_value(text[: sc.args_end] + "}", ("cut_after_arguments",), shown=text)
+            return
         if sc.verdict and not truncated(finish):  # a string never closed: "C:\" may have escaped its quote
             self._finish_value(text, (), shown=text)
             return
-        if group.wrapped and sc.verdict:
+        if sc.verdict and (group.wrapped or (sc.name is not None and self._calls.resolve(sc.name))):
             self._calls.fail(group.opener + text, f"{group.kind} block truncated (finish_reason={finish})")
             self._group, self._parts, self._state = None, [], _State.PROSE
             return

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._args import parse_json_lenient
 from ._jsonrepair import guessed_parse
-from ._jsonscan import call_parts
+from ._jsonscan import ARGS_KEYS, call_parts
 
 # The keys a call object may open with; any other first key means "just JSON in prose".
 CALL_KEYS = frozenset(("name", "arguments", "parameters", "function", "type", "id", "tool_calls", "index"))
@@ -46,7 +46,18 @@ class _Level:
 class ValueScanner:
     """Linear, incremental scan of one JSON(-ish) value from its ``{`` or ``[`` (module docstring)."""
 
-    __slots__ = ("_capture", "_captured", "_escape", "_levels", "_quote", "closed", "name", "rejected", "size")
+    __slots__ = (
+        "_capture",
+        "_captured",
+        "_escape",
+        "_levels",
+        "_quote",
+        "args_end",
+        "closed",
+        "name",
+        "rejected",
+        "size",
+    )
 
     def __init__(self, name: str | None = None) -> None:
         """``name``: the value is the arguments of a call to ``name`` (call-shaped from the start)."""
@@ -59,6 +70,13 @@ class ValueScanner:
         self.name = name  # the first call object's name
         self.rejected = False  # the value cannot be a call
         self.closed = False  # the value ended
+        self.args_end: int | None = None  # just after the arguments of a value that is one call object
+
+    @property
+    def call_read(self) -> bool:
+        """The value is one call object whose name and whole ``arguments`` (``parameters``) were read: what
+        follows them (another key, a string the output ran away in) changes nothing about the call."""
+        return self.name is not None and self.args_end is not None
 
     @property
     def verdict(self) -> bool | None:
@@ -141,12 +159,24 @@ class ValueScanner:
                 if level.role == _CALL and self.name is None and value not in CALL_KEYS:
                     self.rejected = True
         elif level.expect == _VALUE:
+            self._note_args_end(level)
             level.expect = _NEXT
             if level.role == _CALL and level.key == "name" and self.name is None:
                 if value is None:
                     self.rejected = True
                 else:
                     self.name = value
+
+    def _note_args_end(self, level: _Level) -> None:
+        """A value of ``level`` just ended: where, when it is the arguments of a value that is one call object."""
+        if (
+            self.args_end is None
+            and level.expect == _VALUE
+            and level.role == _CALL
+            and level.key in ARGS_KEYS
+            and self._levels[0] is level
+        ):
+            self.args_end = self.size
 
     def _first_token(self, level: _Level) -> None:
         """The first thing inside a call-role container is not what a call starts with."""
@@ -172,6 +202,7 @@ class ValueScanner:
                 self.closed = True
                 return True
             if levels[-1].kind == "{":
+                self._note_args_end(levels[-1])
                 levels[-1].expect = _NEXT
         elif c == ":" and parent is not None and parent.kind == "{":
             if parent.expect == _KEY:  # an unquoted key

@@ -95,6 +95,14 @@ class CallAssembler:
         extra = ("unclosed_brackets",) if closers else ()
         self.finish_call(name, found[1], raw_block, extra, self.fragment(raw + closers))
 
+    def finish_read_call(self, raw: str, raw_block: str) -> None:
+        """The output ended after the call's name and whole arguments were read (``call_read``), in what
+        followed them: the call as read (``cut_after_arguments``); the rest is no part of it."""
+        sc = self.scanner()
+        found = extract_call(raw, sc)
+        assert found is not None and sc.name is not None  # call_read: from the scanned spans
+        self.finish_call(sc.name, found[1], raw_block, ("cut_after_arguments",), self.fragment(raw))
+
     def finish_open_string(self, text: str, raw_block: str) -> None:
         """The block ended inside a string (an odd number of unescaped quotes in a value, or ``"C:\"``): the
         object read again with its inner quotes escaped (``inner_quotes``) or its last backslash kept as one

@@ -69,6 +69,12 @@ class ObjectScanner:
     def closers(self) -> str:
         return "".join("}" if c == "{" else "]" for c in reversed(self.stack))
 
+    @property
+    def call_read(self) -> bool:
+        """Whether the call's name and its whole ``arguments`` value were read: what follows them (another
+        key, a string the output ran away in) changes nothing about the call."""
+        return self.name is not None and self.args_start is not None and self.args_end is not None
+
     def scan(self, s: str, i: int, end: int) -> tuple[int, Scan]:
         """Scan ``s[i:end]`` (``s[0]`` sits at offset ``self.size``); stop early at DONE/SPECIAL."""
         base = self.size

@@ -35,7 +35,10 @@ States (``_State``; one ``_step_*`` method each, ``_close_*`` for the end of out
 
 At ``close()``, an open ``<tool_call>`` block follows the truncation rule of ``_calls`` (``length`` /
 ``content_filter``: Malformed; ``stop``: completed, brackets closed, unless it ends inside a string); a
-bare candidate is a call only after a ``stop`` (else it is text: no call was started). Call slots, the
+bare candidate is a call after a ``stop``, or after any cut that came once its name and whole ``arguments``
+value were read (``cut_after_arguments``: a model that runs away in a key of its own after the arguments,
+``"response": "{\"name\": ...``, until ``max_tokens``); one cut earlier that names an offered tool is
+Malformed (call markup, never text); any other is text. Call slots, the
 cut and finishing a call: ``_calls``.
 """
 
@@ -521,6 +524,14 @@ class HermesParser:
             closers = sc.closers()
             if self._decide(sc.text() + closers, ("unclosed_brackets",) if closers else ()):
                 return
+        elif sc is not None and sc.call_read:  # cut after the arguments (a key the output ran away in)
+            if self._decide(sc.text(), ("cut_after_arguments",)):
+                return
+        elif truncated(finish) and sc is not None and sc.name is not None and self._calls.resolve(sc.name):
+            # a call to an offered tool, cut short: call markup, never text
+            self._calls.fail(self._prefix + sc.text() + self._buf, f"bare call object cut (finish_reason={finish})")
+            self._prefix, self._c.sc, self._buf = "", None, ""
+            return
         self._release((sc.text() if sc is not None else "") + self._buf)
 
     def _close_block_open(self, finish: FinishReason) -> None:
@@ -530,6 +541,9 @@ class HermesParser:
     def _close_block_object(self, finish: FinishReason) -> None:
         sc = self._c.scanner()
         raw_block = OPEN + sc.text() + (self._buf if sc.quote else "")
+        if sc.call_read and (sc.quote or truncated(finish)):  # the cut came after the arguments
+            self._c.finish_read_call(sc.text(), raw_block)
+            return
         self._calls.close_block(finish, raw_block, lambda: self._complete_block_object(raw_block))
 
     def _complete_block_object(self, raw_block: str) -> None:
