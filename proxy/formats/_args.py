@@ -17,16 +17,19 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
    5.0 -> 5, 12 -> ``"12"`` for strings, a JSON string for an object/array parameter, one value
    -> a one-item array, a case-insensitive enum match.
 5. Validation with ``jsonschema`` (the schema's declared draft, else 2020-12). An invalid
-   tool schema is logged, remembered on the index and only its ``required`` list checked.
+   tool schema is logged, remembered on the index and only its ``required`` list checked. When every
+   error is an optional parameter's value outside its ``enum`` (``"show_type": "any"``), that parameter is
+   left out and the rest validated again (``invalid_optional_dropped``): the tool's default stands for it.
 6. Canonical JSON.
 
 Repair names (stable; metrics count them): name_quotes, name_prefix, name_namespace, name_separator,
 name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
-double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case, inner_quotes and
-trailing_backslash (only when the repaired arguments validate: they guess which quotes close a string).
-The formats add their own
-(``_calls``: json_as_string; react: plain_input, name_next_line, partial_stop; hermes: plain_input).
+double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case,
+invalid_optional_dropped, inner_quotes and trailing_backslash (only when the repaired arguments validate:
+they guess which quotes close a string). The formats add their own (``_calls``: json_as_string; react:
+plain_input, name_next_line, partial_stop; hermes: plain_input, cut_after_arguments; lenient:
+cut_after_arguments).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ _NAME_WRAPPERS = "`'\""
 _NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.", "default_api.")
 _MAX_SHOWN_TOOLS = 20
 _MAX_ERRORS = 3
+_MAX_DROP_ERRORS = 20  # validation errors read to find the optional parameters to drop (bounded work)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +265,27 @@ class ToolIndex:
         self.schema_problems[name] = _clip(problem, 200)
         logger.warning("tool %r: unusable parameters schema, arguments not validated: %s", name, problem[:200])
 
+    def invalid_optional(self, name: str, value: dict[str, Any]) -> frozenset[str]:
+        """The optional top-level parameters whose values are outside their ``enum``, when every validation error
+        is such a one; empty when any error is another (a required parameter, a wrong type, a part of a value,
+        the object as a whole) or the schema is unusable."""
+        validator = self.validator(name)
+        if validator is None:
+            return frozenset()
+        required = self.tools[name].parameters.get("required")
+        required = set(required) if isinstance(required, list) else set()
+        keys: set[str] = set()
+        try:
+            for err in islice(validator.iter_errors(value), _MAX_DROP_ERRORS):
+                path = err.absolute_path
+                key = path[0] if len(path) == 1 else None  # the parameter's own value, not a part of it
+                if err.validator != "enum" or not isinstance(key, str) or key in required or key not in value:
+                    return frozenset()
+                keys.add(key)
+        except Exception:  # a schema problem (validate has reported it): drop nothing
+            return frozenset()
+        return frozenset(keys)
+
     def validate(self, name: str, value: dict[str, Any]) -> str | None:
         """A short error for the model, or ``None`` when ``value`` fits tool ``name``'s schema."""
         validator = self.validator(name)
@@ -394,11 +419,27 @@ def _coerce_and_validate(
     try:
         value = coercer.coerce(value, schema)
         error = index.validate(name, value)
+        if error is not None and (kept := _without_invalid_optional(index, name, value)) is not None:
+            value, error = kept, None
+            coercer.repairs.append("invalid_optional_dropped")
         return (canonical_json(value) if error is None else None), error, coercer.repairs
     except RecursionError:
         return None, "arguments are nested too deeply", coercer.repairs
     except (ValueError, TypeError) as exc:
         return None, f"arguments cannot be encoded as JSON: {_clip(str(exc), 80)}", coercer.repairs
+
+
+def _without_invalid_optional(index: ToolIndex, name: str, value: dict[str, Any]) -> dict[str, Any] | None:
+    """``value`` without the optional parameters whose values are none of their ``enum`` (``"show_type": "any"``
+    for ``"regular"``, ``"3d"``, ``"dontcare"``), when the rest then fits: an optional parameter may be left out,
+    and a value the tool does not offer is one the model cannot write right by trying again (asked, the model
+    wrote the same call twice and then answered without the tool); the tool's default stands for it. ``None``
+    when any error is another kind or elsewhere."""
+    keys = index.invalid_optional(name, value)
+    if not keys:
+        return None
+    kept = {k: v for k, v in value.items() if k not in keys}
+    return kept if index.validate(name, kept) is None else None
 
 
 def _declared_only(schema: Any, value: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -384,9 +384,10 @@ def test_an_enum_outranks_a_type_none_of_its_values_has(
 
 
 def test_a_contradicted_enum_still_holds() -> None:
+    """The enum stands: a value outside it is no argument (optional here: left out, the tool's default stands)."""
     idx = ToolIndex([ToolSpec.from_openai(_CONTRADICTED)])
     outcome = finalize_call(idx, "find_provider", '{"city": "Sunnyvale", "is_unisex": "maybe"}')
-    assert outcome.error == '\'is_unisex\' must be one of: "True", "False", "dontcare"'
+    assert (outcome.arguments, outcome.repairs) == ('{"city":"Sunnyvale"}', ("invalid_optional_dropped",))
 
 
 def test_a_type_some_enum_value_has_is_kept() -> None:
@@ -421,10 +422,29 @@ def test_contradictions_are_reconciled_at_every_depth() -> None:
 def test_enum_case_is_fixed_only_when_unique(index: ToolIndex) -> None:
     outcome = finalize_call(index, "get_weather", '{"city": "Paris", "unit": "Celsius"}')
     assert (outcome.arguments, outcome.repairs) == ('{"city":"Paris","unit":"celsius"}', ("enum_case",))
-    idx = ToolIndex([tool("t", {"type": "object", "properties": {"m": {"enum": ["A", "a"]}}})])
+    idx = ToolIndex([tool("t", {"type": "object", "properties": {"m": {"enum": ["A", "a"]}}, "required": ["m"]})])
     assert finalize_call(idx, "t", '{"m": "A"}').ok
     outcome = finalize_call(idx, "t", '{"m": "b"}')
     assert outcome.error == '\'m\' must be one of: "A", "a"'
+
+
+def _show(required: list[str]) -> ToolIndex:
+    show_type = {"type": "string", "enum": ["regular", "3d", "imax", "dontcare"]}
+    props = {"location": {"type": "string"}, "show_type": show_type, "limit": {"type": "integer", "minimum": 1}}
+    return ToolIndex([tool("find_movies", {"type": "object", "properties": props, "required": required})])
+
+
+def test_an_optional_value_outside_its_enum_is_left_out() -> None:
+    """The model's ``"any"`` is none of the tool's values: the call is made without it (the tool's default);
+    a required one, another kind of error, or one beside it still fails, so the model is asked again."""
+    outcome = finalize_call(_show(["location"]), "find_movies", '{"location": "Larkspur", "show_type": "any"}')
+    assert (outcome.arguments, outcome.repairs) == ('{"location":"Larkspur"}', ("invalid_optional_dropped",))
+    required = finalize_call(_show(["location", "show_type"]), "find_movies", '{"location": "L", "show_type": "any"}')
+    assert required.error == '\'show_type\' must be one of: "regular", "3d", "imax", "dontcare"'
+    both = finalize_call(_show(["location"]), "find_movies", '{"location": "L", "show_type": "any", "limit": 0}')
+    assert both.error is not None and "limit" in both.error
+    missing = finalize_call(_show(["location"]), "find_movies", '{"show_type": "any"}')
+    assert missing.error is not None and "location" in missing.error
 
 
 def test_missing_required(index: ToolIndex) -> None:
