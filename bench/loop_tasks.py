@@ -804,7 +804,8 @@ def event_call(answer: str, calls: Sequence[Call]) -> list[str]:
 
 
 _REFUND_REFUSED = re.compile(
-    r"could ?n[o']t|can ?no?t|unable|not (?:be |been |possible|eligible)|no refund|n't (?:be )?refund|denied|declined"
+    r"could ?n[o']t|can ?no?t|unable|not (?:be |been |possible|eligible|refunded)|no refund|n't (?:be )?refund|denied"
+    r"|declined"
     r"|refused|window (?:has |had )?(?:closed|expired|passed)|(?:closed|expired|passed)",
     re.IGNORECASE,
 )

@@ -204,6 +204,14 @@ def test_a_tool_result_handed_on_as_the_answer_fails() -> None:
     assert problems == ["answer is a bare JSON value, not a sentence"]
 
 
+def test_a_refused_refund_is_read_in_its_wordings() -> None:
+    calls, _ = GOOD["refund_refused"]
+    box = run_calls(calls)
+    judge = TASKS_BY_NAME["refund_refused"].judge
+    assert judge("Order B-552 was not refunded: its 30-day refund window closed on 2026-10-01.", box.calls) == []
+    assert judge("Your order B-552 has been refunded.", box.calls) != []
+
+
 def test_a_calendar_answer_that_says_it_failed_fails() -> None:
     calls, _ = GOOD["calendar"]
     box = run_calls(calls)

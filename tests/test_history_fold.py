@@ -424,6 +424,48 @@ async def test_a_call_written_again_while_the_question_is_not_covered_is_asked_f
     assert "get_weather" in second["messages"][0]["content"]  # the tools are still offered
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_that_leaves_out_what_no_result_covers_is_asked_once_for_the_next_call(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Madrid's weather in, Paris still asked about: an answer about Madrid alone is asked once for the next
+    call (the tools still offered); the client sees only that call."""
+    from toolshim.formats.history import FOLD_CALL
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces("It is 21 degrees in Madrid."))),
+        Reply(pieces=text_stream(pieces(call_text("hermes")))),
+    )
+    result = await ask(proxy, stream, messages=two_city_loop())
+    message = result["choices"][0]["message"]
+    [made] = message["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+    assert not (message.get("content") or "").strip()
+    second = fake_upstream.requests[1]
+    assert second["messages"][-1]["content"].endswith(
+        "The question also asks about Paris, which these results do not cover yet. " + FOLD_CALL
+    )
+    assert "get_weather" in second["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "requests"),
+    [
+        ("Madrid: 21 degrees. I have nothing on Paris.", 1),  # it names what is uncovered: it stands
+        ("It is 21 degrees in Madrid.", 2),  # asked once; the same answer again stands
+    ],
+)
+async def test_an_answer_is_asked_for_the_next_call_at_most_once(
+    start_proxy, fake_upstream, answer: str, requests: int
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    fake_upstream.script(*(Reply(pieces=text_stream(pieces(answer))) for _ in range(3)))
+    result = await ask(proxy, False, messages=two_city_loop())
+    assert result["choices"][0]["message"]["content"] == answer
+    assert len(fake_upstream.requests) == requests
+
+
 async def test_the_same_call_written_once_more_is_asked_for_the_answer(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
     again = call_text("hermes", args={"city": "Madrid"})

@@ -144,6 +144,9 @@ class ResponseBuilder(Generic[Item]):
         self._watch_talk = folded and bool(tools)
         self._first_sentence = self._watch_talk
         self._talking = False
+        # what the question also asks about that no result covers, while the model can be asked for its call: a
+        # streamed first sentence that names none of it is held with the rest of the attempt (``forgets_the_rest``)
+        self.uncovered: tuple[str, ...] = ()
         if calls_withdrawn:
             self.withdraw_calls()
         elif folded and tools:
@@ -339,8 +342,16 @@ class ResponseBuilder(Generic[Item]):
         if not self.calls_sent and SEGMENT_END.search(held) is None and len(held) < FIRST_SENTENCE_CAP:
             return False
         self._first_sentence = False
-        self._talking = not self.calls_sent and bool(tools_talked_about(held, self._tools))  # a call: nothing to ask
+        # a call: nothing to ask
+        self._talking = not self.calls_sent and (
+            bool(tools_talked_about(held, self._tools)) or self._leaves_out_the_rest(held)
+        )
         return True
+
+    def _leaves_out_the_rest(self, text: str) -> bool:
+        """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""
+        folded = text.casefold()
+        return bool(self.uncovered) and not any(name.casefold() in folded for name in self.uncovered)
 
     def _send_text(self, text: str, out: list[Item]) -> None:
         self.produced_output = True

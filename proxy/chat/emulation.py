@@ -119,6 +119,7 @@ class Emulator:
             unasked_beside_only=plan.unasked_beside_only,
             folded=plan.folded,
         )
+        self.builder.uncovered = plan.uncovered if plan.call_body is not None else ()
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         try:
@@ -184,16 +185,17 @@ class Emulator:
                     break
                 self._unrepaired_asked = True
             reason, message = reask
-            repairs_left -= reason in ("repair", "empty", "answer", "call")
+            repairs_left -= reason in ("repair", "empty", "answer", "call", "more")
             if reason == "ground":
                 self._withhold(attempt)
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             # a call written again while the question still names what no result covers: asked once for the call
-            asking_call = reason == "repeat" and self.plan.call_body is not None
+            asking_call = reason in ("repeat", "more") and self.plan.call_body is not None
             answering = reason in ("answer", "repeat") and not asking_call
             if asking_call:
                 self.plan = self.plan.calling()
+                self.builder.uncovered = ()  # asked once: what the model writes next stands
                 seen.clear()  # another request: the same call written again there is asked for an answer
             if answering:
                 self._answer_plainly()

@@ -4,7 +4,8 @@ again, why (the metrics' reason), and with which message.
 Reasons: ``repeat`` (only calls whose results the history holds), ``ground`` (values the conversation does not
 hold: the same question without those tools, see ``Emulator._withhold``), ``repair`` (a malformed call),
 ``required`` (``tool_choice`` demands a call), ``call`` and ``answer`` (an answer that talks about a tool, or
-nothing but a call where none may be made), ``empty``. ``repeat`` and ``answer`` ask for a plain answer with
+nothing but a call where none may be made), ``more`` (an answer that leaves out what the question also asks
+about), ``empty``. ``repeat`` and ``answer`` ask for a plain answer with
 the tools withdrawn (``EmulationPlan.answering``). Pure decisions over the plan, the builder and the attempt:
 the I/O loop (``emulation``) sends what they decide.
 """
@@ -63,6 +64,8 @@ def next_reask(
     talk = tool_talk(plan, builder, attempt) if repair_ok and not withdrawn else None
     if talk is not None:
         return talk
+    if repair_ok and not withdrawn and forgets_the_rest(plan, builder, attempt):
+        return "more", ""  # the plan's call body asks (emulation: ``EmulationPlan.calling``)
     if repair_ok and not plan.wants_call and attempt.finish == "stop" and not builder.has_answer():
         # "or call a tool" would invite another call; so would it after the folded results copied back
         if withdrawn or attempt.withheld or (plan.folded and copies_folded_results("".join(attempt.raw))):
@@ -94,6 +97,20 @@ def tool_talk(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt: Attem
             "instructions."
         )
     return "answer", answer_message(plan)
+
+
+def forgets_the_rest(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt: Attempt) -> bool:
+    """An answer to tool results that names none of what the question also asks about and no result covers
+    ("Mont Blanc is 4,806 m high.", for "How high are Mont Blanc and the Matterhorn?"), while the client has
+    seen none of it: the model is asked once for the next call (the folded history that ends naming what is
+    still uncovered, ``EmulationPlan.calling``); what it writes then stands, an answer too."""
+    if not plan.folded or plan.call_body is None or attempt.finish != "stop" or attempt.calls:
+        return False
+    text = builder.retractable_text().casefold()
+    if not text.strip() or any(name.casefold() in text for name in plan.uncovered):
+        return False
+    builder.drop_held_text()
+    return True
 
 
 def unrepaired(plan: EmulationPlan, builder: ResponseBuilder[Any], rule: ModelRule, attempt: Attempt) -> Reask | None:

@@ -86,8 +86,13 @@ class EmulationPlan:
     # folded, with something the question names that no result covers yet: the body whose history ends asking
     # for the next call (the model wrote a call again whose result it has, instead of the one still missing)
     call_body: dict[str, Any] | None = None
-    # folded, with ground_arguments: the question names something no result covers yet (Porto, after Lisbon's)
-    asks_more: bool = False
+    # folded, with ground_arguments: what the question names that no result covers yet (Porto, after Lisbon's)
+    uncovered: tuple[str, ...] = ()
+
+    @property
+    def asks_more(self) -> bool:
+        """The question names something no result covers yet."""
+        return bool(self.uncovered)
 
     @property
     def wants_call(self) -> bool:
@@ -193,8 +198,10 @@ def build_plan(
     fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     note = ""
+    uncovered: tuple[str, ...] = ()
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
-        note = _uncovered_note(uncovered_mentions(turn.messages))
+        uncovered = tuple(uncovered_mentions(turn.messages))
+        note = _uncovered_note(uncovered)
         # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
@@ -267,7 +274,7 @@ def build_plan(
         unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
         call_body=call_body,
-        asks_more=bool(note),
+        uncovered=uncovered if note else (),
     )
 
 
