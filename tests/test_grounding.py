@@ -289,6 +289,52 @@ async def test_with_nothing_better_without_its_tool_the_first_call_stands(
     assert not result["choices"][0]["message"]["content"]
 
 
+DEVICES = [
+    {
+        "type": "function",
+        "function": {
+            "name": "list_devices",
+            "description": "The user's devices with their ids.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_battery",
+            "description": "A device's battery level.",
+            "parameters": {
+                "type": "object",
+                "required": ["device_id"],
+                "properties": {"device_id": {"type": "string", "description": "e.g. d-5"}},
+            },
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_broken_call_without_the_made_up_call_s_tool_is_repaired_before_the_first_call_stands(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """The description's example id copied (``d-5``), then, without ``get_battery``, a tool made up: the repair
+    re-ask names the tools there are, and the lookup the model then writes is the call; the copy never is."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text("hermes", "get_battery", {"device_id": "d-5"})))),
+        Reply(pieces=text_stream(pieces(call_text("hermes", "battery_level", {})))),
+        Reply(pieces=text_stream(pieces(call_text("hermes", "list_devices", {})))),
+    )
+    asked = [{"role": "user", "content": "What's the battery level of my laptop?"}]
+    result = await ask(proxy, stream, messages=asked, tools=DEVICES)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "list_devices"
+    first, second, third = fake_upstream.requests
+    assert "get_battery" in offered(first)
+    assert "get_battery" not in offered(second) and "get_battery" not in offered(third)
+    assert "battery_level" in third["messages"][-1]["content"]  # the repair names the broken call
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_made_up_call_for_a_question_no_tool_relates_to_gets_a_plain_answer(
     start_proxy, fake_upstream, stream: bool

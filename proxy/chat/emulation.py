@@ -250,10 +250,12 @@ class Emulator:
 
     def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
         """After the attempt without the made-up calls' tools: with no grounded call in it, the made-up
-        calls are returned as first written (what the attempt said instead is dropped where still held)."""
+        calls are returned as first written (what the attempt said instead is dropped where still held). An
+        attempt that wrote a broken call instead (``battery_level`` where ``list_devices`` was offered) is
+        repaired first, while repairs are left: the call it meant may be the one that gives the value."""
+        if not self._made_up or (attempt.malformed and attempt.can_repair and not self.builder.calls_sent):
+            return []  # a broken call in the attempt without them (a tool it made up): its repair comes first
         made_up, self._made_up = self._made_up, []
-        if not made_up:
-            return []
         self.builder.trust_arguments()
         self.builder.wants_call = self.plan.wants_call
         if self.builder.calls_sent:
