@@ -475,6 +475,46 @@ async def test_a_follow_up_call_the_question_does_not_ask_for_is_kept_back(
     assert "place_stock_order" not in offered(fake_upstream.requests[1])
 
 
+ELEVATION_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_elevation",
+        "description": "The elevation of a mountain or place, in meters.",
+        "parameters": {"type": "object", "properties": {"place": {"type": "string"}}, "required": ["place"]},
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_next_call_of_a_tool_this_loop_already_called_is_taken(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """ "How high are Mont Blanc and the Matterhorn?" shares no word with ``get_elevation``, but the loop called it
+    for Mont Blanc: its call for the Matterhorn is the next lookup, not a follow-up nobody asked for."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    matterhorn = call_text("hermes", "get_elevation", {"place": "Matterhorn"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(matterhorn))))
+    asked = [
+        {"role": "user", "content": "How high are Mont Blanc and the Matterhorn?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_elevation", "arguments": '{"place": "Mont Blanc"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"place": "Mont Blanc", "elevation_m": 4806}'},
+    ]
+    result = await ask(proxy, stream, messages=asked, tools=[ELEVATION_TOOL, OPENAI_TOOLS["get_weather"]])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"place": "Matterhorn"}
+    assert len(fake_upstream.requests) == 1
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_unasked_call_written_again_gets_a_plain_answer(start_proxy, fake_upstream, stream: bool) -> None:
     proxy = await start_proxy(models=grounded("hermes"))

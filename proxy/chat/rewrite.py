@@ -30,7 +30,7 @@ from ..formats.history import (
 from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
 from .grounding import Grounds, uncovered_mentions
-from .repeats import call_key, calls_in_order, loop_calls, repeat_keys
+from .repeats import call_key, calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
 
@@ -270,7 +270,7 @@ def build_plan(
         made_calls=lambda: frozenset(calls_in_order(turn.messages)),
         grounds=Grounds.of_messages(turn.messages) if grounded else None,
         off_topic=grounded and relates_to_no_tool(offered, question),
-        unasked=unasked_tools(offered, question) if grounded else frozenset(),
+        unasked=_unasked(offered, question, turn.messages) if grounded else frozenset(),
         unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
         call_body=call_body,
@@ -296,6 +296,14 @@ def _all_failed(results: Sequence[str]) -> bool:
     """Every one of the latest results reports a failure: the answer says what went wrong (asked to answer
     "from these results", a small model made up the status a failed lookup did not give)."""
     return bool(results) and all(tool_failure(result) is not None for result in results)
+
+
+def _unasked(offered: Sequence[ToolSpec], question: str, messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The tools the question shares no word with (``unasked_tools``), but for those this loop already called:
+    the question led to them ("How high are Mont Blanc and the Matterhorn?" and ``get_elevation``, one mountain
+    looked up), so a call of one for what is still uncovered is the next lookup, not a follow-up nobody asked for."""
+    called = {key_name(key) for key in loop_calls(messages)}
+    return unasked_tools(offered, question) - called
 
 
 def _uncovered_note(mentions: Sequence[str]) -> str:
