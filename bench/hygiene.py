@@ -4,9 +4,10 @@ The benchmarks (``bench/bfcl.py``, ``bench/local_model.py``) ask real questions 
 way a client library does and count, per answer:
 
 * ``leaked``: visible content carries tool markup of any format (hermes, react, xml, caret, the
-  Qwen3 / Morph XML tags, a tag named after an offered tool, a pythonic ``[tool(`` list) or a JSON call
-  object, outside code fences tagged with a programming language (a ```` ```python ```` block building a dict
-  ``{"name": ...}`` is code, not markup; a ```` ```json ```` or bare fence is still checked);
+  Qwen3 / Morph XML tags, a tag named after an offered tool, a pythonic ``[tool(`` list), a JSON call
+  object or what is left of one (three ``"key": value`` members in a row), outside code fences tagged
+  with a programming language (a ```` ```python ```` block building a dict ``{"name": ...}`` is code, not
+  markup; a ```` ```json ```` or bare fence is still checked);
 * ``echoed``: visible content repeats toolshim's tool instructions: a run of ``ECHO_WORDS`` words
   (case and punctuation aside) that occurs in the instructions the format renders for this request,
   not in the request's own tool definitions (a model may quote a tool's description), and has a word
@@ -33,20 +34,27 @@ from toolshim.chat.rewrite import TOOL_RESULTS_ARE_DATA
 from toolshim.formats import ToolChoice, ToolSpec, get_format
 
 ECHO_WORDS = 6
+# What is left of a call object a model ran away in: three "key": value members in a row (quotes escaped
+# or not), outside code fences, e.g. ``"food_name": "asparagus", "portion_amount": 4.0, "meal_name": ...``.
+_KEY = r'\\?"[A-Za-z_]\w{0,40}\\?"\s*:\s*'
+_JSON_RUN = rf'(?:{_KEY}(?:\\?"[^"\n]{{0,80}}?\\?"|-?\d[\d.]*|true|false|null)\s*,\s*){{2}}{_KEY}'
+
 _WORD = re.compile(r"[^\W_]+")
 _FIXED_MARKUP = (
     r"</?tool_call|Action( Input)?:|</?tool:|\^\^\^|<function=|<parameter=|</?tool_response|"
-    r"</?function_calls?|</?invoke|\{\s*\"name\"\s*:"
+    r"</?function_calls?|</?invoke|\{\s*\\?\"name\\?\"\s*:"
 )
 
 
 def markup_pattern(tool_names: Iterable[str] = (), lists: bool = True) -> re.Pattern[str]:
     """Tool markup of every format, and ``<name>`` / ``</name>`` / ``<name/>`` for each offered tool, and
-    (``lists``) a Python list of calls opening with one (``[name(``, the pythonic format)."""
+    (``lists``) a Python list of calls opening with one (``[name(``, the pythonic format) and the remains of
+    a JSON call object (three ``"key": value`` members in a row)."""
     names = "|".join(re.escape(name) for name in sorted(set(tool_names), key=len, reverse=True))
     tags = rf"|</?(?:{names})\s*/?>" if names else ""
     calls = rf"|\[\s*(?:{names})\s*\(" if names and lists else ""
-    return re.compile(_FIXED_MARKUP + tags + calls)
+    remains = f"|{_JSON_RUN}" if lists else ""  # a pythonic call's dict argument is the call where lists are text
+    return re.compile(_FIXED_MARKUP + tags + calls + remains)
 
 
 _CODE_FENCE = re.compile(r"^```[ \t]*([A-Za-z][\w+#.-]*)[^\n]*\n.*?^```", re.M | re.S)

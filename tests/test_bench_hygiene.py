@@ -35,6 +35,20 @@ def test_markup_includes_tags_named_after_offered_tools(content: str, expected: 
     assert has_markup(content, ["get_weather"]) is expected
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (' "asparagus", "portion_amount": 4.0, "meal_name": "breakfast"}, "response": "x", "n": 4, "m": "b"}', True),
+        ('{\\"name\\": \\"log_food\\"', True),  # an escaped call object
+        ('Sizes: "S": 1, "M": 2.', False),  # two members are a sentence's quote, three in a row are JSON
+        ("It is 18 degrees in Paris.", False),
+    ],
+)
+def test_the_remains_of_a_json_call_object_are_markup(content: str, expected: bool) -> None:
+    assert has_markup(content) is expected
+    assert has_markup('[f(params={"a": 1, "b": 2, "c": 3})]', lists=False) is False  # the prompt mode's call
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_a_sentence_of_the_rendered_instructions_is_an_echo(fmt: str) -> None:
     rendered = get_format(fmt).render_tools([ToolSpec.from_openai(t) for t in TOOLS], ToolChoice("auto"), False)
