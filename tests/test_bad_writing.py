@@ -339,3 +339,27 @@ async def test_a_paraphrase_of_the_instructions_never_reaches_a_non_streamed_ans
     paraphrase = "You can call this tool only when you need it; otherwise answer the user directly."
     fake_upstream.script(Reply(pieces=text_stream(pieces(f"{paraphrase}\n{MODEL_TEXT}", 4))))
     assert (await ask(proxy, False))["choices"][0]["message"]["content"].strip() == MODEL_TEXT
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "after",
+    [
+        "\n\n\nThe weather in Paris is 18 degrees and sunny.",  # a result made up before the tool ran
+        "\nI will now tell you the weather once I have it.",  # a promise
+    ],
+)
+async def test_text_after_a_bare_call_never_reaches_the_client(
+    start_proxy, fake_upstream, stream: bool, after: str
+) -> None:
+    """A bare call object has no closing tag to stop the model at: what it writes after the call was written
+    without the call's result, and the client gets the call alone."""
+    proxy = await start_proxy(models=emulated("hermes"))
+    written = '{"name": "get_weather", "arguments": {"city": "Paris"}}' + after
+    fake_upstream.script(Reply(pieces=text_stream(pieces(written))))
+    result = await ask(proxy, stream, messages=[{"role": "user", "content": "Weather in Paris?"}])
+    message = result["choices"][0]["message"]
+    [made] = message["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
+    assert not (message.get("content") or "").strip()
+    assert result["choices"][0]["finish_reason"] == "tool_calls"

@@ -135,6 +135,7 @@ class ResponseBuilder(Generic[Item]):
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
+        self._text_after_call = False  # text written after a call was dropped (``_after_call``)
         self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
         self._names = grounds  # ...and the names it respells are written the conversation's way (always)
         self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
@@ -295,6 +296,9 @@ class ResponseBuilder(Generic[Item]):
     # ---- events ---------------------------------------------------------------------------
 
     def _text(self, text: str, out: list[Item]) -> None:
+        if self.calls_sent:
+            self._after_call(text)
+            return
         if self._filter is not None:
             text = self._filter.feed(text)
         if self._tags is not None:
@@ -302,6 +306,15 @@ class ResponseBuilder(Generic[Item]):
         if self._plain_calls is not None:
             text = self._plain_calls.feed(text)
         self._filtered_text(text, out)
+
+    def _after_call(self, text: str) -> None:
+        """Text after a call is written without the call's result: a result made up ("The battery level is 0%."),
+        or a promise; never the answer. A format's closing tag stops the model after a call block (its stop
+        sequence); after a bare call object nothing does. Dropped (counted once)."""
+        if text.strip() and not self._text_after_call:
+            self._text_after_call = True
+            self.tally.sanitized += 1
+            log.debug("text after a call dropped")
 
     def _flush_filters(self) -> str:
         """The text the filters still hold: a call, a re-ask or the end closes the open segment and line."""
