@@ -65,6 +65,7 @@ def next_reask(
     if talk is not None:
         return talk
     if repair_ok and not withdrawn and forgets_the_rest(plan, builder, attempt):
+        builder.drop_held_text()
         return "more", ""  # the plan's call body asks (emulation: ``EmulationPlan.calling``)
     if repair_ok and not plan.wants_call and attempt.finish == "stop" and not builder.has_answer():
         # "or call a tool" would invite another call; so would it after the folded results copied back
@@ -107,10 +108,7 @@ def forgets_the_rest(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt
     if not plan.folded or plan.call_body is None or attempt.finish != "stop" or attempt.calls:
         return False
     text = builder.retractable_text().casefold()
-    if not text.strip() or any(name.casefold() in text for name in plan.uncovered):
-        return False
-    builder.drop_held_text()
-    return True
+    return bool(text.strip()) and not any(name.casefold() in text for name in plan.uncovered)
 
 
 def unrepaired(plan: EmulationPlan, builder: ResponseBuilder[Any], rule: ModelRule, attempt: Attempt) -> Reask | None:
