@@ -34,7 +34,7 @@ from ..formats.base import FinishReason
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
-from .grounding import Grounds
+from .grounding import Grounds, names_none_of
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
 from .repeats import call_key
@@ -363,8 +363,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _leaves_out_the_rest(self, text: str) -> bool:
         """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""
-        folded = text.casefold()
-        return bool(self.uncovered) and not any(name.casefold() in folded for name in self.uncovered)
+        return bool(self.uncovered) and names_none_of(text, self.uncovered)
 
     def _send_text(self, text: str, out: list[Item]) -> None:
         self.produced_output = True

@@ -236,6 +236,13 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return found[:MAX_MENTIONS]
 
 
+def names_none_of(text: str, names: Sequence[str]) -> bool:
+    """Whether ``text`` names none of ``names`` (case aside): an answer that leaves out what the question also
+    asks about (``uncovered_mentions``)."""
+    folded = text.casefold()
+    return not any(name.casefold() in folded for name in names)
+
+
 def _names_nothing(parameter: str, value: Any) -> bool:
     """A parameter that names a person or a place given a string with no letter in it ("81", "2025")."""
     last = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", parameter.strip("_"))[-1].casefold()

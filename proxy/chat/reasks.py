@@ -18,6 +18,7 @@ from ..config.rules import ModelRule
 from ..formats.history import copies_folded_results
 from .attempt import Attempt
 from .builder import ResponseBuilder
+from .grounding import names_none_of
 from .repeats import key_name
 from .rewrite import EmulationPlan
 from .toldcalls import tools_talked_about
@@ -107,8 +108,8 @@ def forgets_the_rest(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt
     still uncovered, ``EmulationPlan.calling``); what it writes then stands, an answer too."""
     if not plan.folded or plan.call_body is None or attempt.finish != "stop" or attempt.calls:
         return False
-    text = builder.retractable_text().casefold()
-    return bool(text.strip()) and not any(name.casefold() in text for name in plan.uncovered)
+    text = builder.retractable_text()
+    return bool(text.strip()) and names_none_of(text, plan.uncovered)
 
 
 def unrepaired(plan: EmulationPlan, builder: ResponseBuilder[Any], rule: ModelRule, attempt: Attempt) -> Reask | None:

@@ -864,9 +864,10 @@ class ForeignCalls:
             self._parts = []
             self._finish_value(text + closers, ("unclosed_brackets",) if closers else (), shown=text)
             return
-        if sc.call_read and sc.args_end is not None and (sc.in_string or truncated(finish)):  # cut after the call
+        end = sc.call_end
+        if end is not None and (sc.in_string or truncated(finish)):  # cut after the call's arguments
             self._parts = []
-            self._finish_value(text[: sc.args_end] + "}", ("cut_after_arguments",), shown=text)
+            self._finish_value(text[:end] + "}", ("cut_after_arguments",), shown=text)
             return
         if sc.verdict and not truncated(finish):  # a string never closed: "C:\" may have escaped its quote
             self._finish_value(text, (), shown=text)

@@ -73,10 +73,11 @@ class ValueScanner:
         self.args_end: int | None = None  # just after the arguments of a value that is one call object
 
     @property
-    def call_read(self) -> bool:
-        """The value is one call object whose name and whole ``arguments`` (``parameters``) were read: what
-        follows them (another key, a string the output ran away in) changes nothing about the call."""
-        return self.name is not None and self.args_end is not None
+    def call_end(self) -> int | None:
+        """Where the arguments end when the value is one call object whose name and whole ``arguments``
+        (``parameters``) were read: what follows them (another key, a string the output ran away in) changes
+        nothing about the call. ``None`` otherwise."""
+        return self.args_end if self.name is not None else None
 
     @property
     def verdict(self) -> bool | None:

@@ -83,25 +83,19 @@ class CallAssembler:
             return None
         return found[0], found[1]
 
-    def finish_object(self, raw: str, raw_block: str) -> None:
-        """Finalize a scanned object (its missing closing brackets supplied)."""
+    def finish_object(self, raw: str, raw_block: str, after_arguments: bool = False) -> None:
+        """Finalize a scanned object (its missing closing brackets supplied). ``after_arguments``: the output
+        ended after the call's name and whole arguments were read (``call_read``), in what followed them: the
+        call as read (``cut_after_arguments``), the rest no part of it."""
         sc = self.scanner()
-        closers = sc.closers()
+        closers = "" if after_arguments else sc.closers()
         found = extract_call(raw + closers, sc)
         if found is None:
             self.calls.fail(raw_block, 'no JSON object with a "name" in <tool_call>')
             return
         name = sc.name if self.calls.open is not None and sc.name is not None else found[0]
-        extra = ("unclosed_brackets",) if closers else ()
+        extra = ("cut_after_arguments",) if after_arguments else ("unclosed_brackets",) if closers else ()
         self.finish_call(name, found[1], raw_block, extra, self.fragment(raw + closers))
-
-    def finish_read_call(self, raw: str, raw_block: str) -> None:
-        """The output ended after the call's name and whole arguments were read (``call_read``), in what
-        followed them: the call as read (``cut_after_arguments``); the rest is no part of it."""
-        sc = self.scanner()
-        found = extract_call(raw, sc)
-        assert found is not None and sc.name is not None  # call_read: from the scanned spans
-        self.finish_call(sc.name, found[1], raw_block, ("cut_after_arguments",), self.fragment(raw))
 
     def finish_open_string(self, text: str, raw_block: str) -> None:
         """The block ended inside a string (an odd number of unescaped quotes in a value, or ``"C:\"``): the

@@ -542,7 +542,7 @@ class HermesParser:
         sc = self._c.scanner()
         raw_block = OPEN + sc.text() + (self._buf if sc.quote else "")
         if sc.call_read and (sc.quote or truncated(finish)):  # the cut came after the arguments
-            self._c.finish_read_call(sc.text(), raw_block)
+            self._c.finish_object(sc.text(), raw_block, after_arguments=True)
             return
         self._calls.close_block(finish, raw_block, lambda: self._complete_block_object(raw_block))
 
