@@ -61,7 +61,20 @@ if str(ROOT) not in sys.path:  # `python bench/agent_loops.py` puts bench/ on th
 from bench.charts import bar_chart  # noqa: E402
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
 from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
-from bench.loop_tasks import FIFTH, FOURTH, FRESH, HELD_OUT, TASKS, TASKS_BY_NAME, TOOLS, UNSEEN, Call, Task, Toolbox  # noqa: E402
+from bench.loop_tasks import (  # noqa: E402
+    FIFTH,
+    FOURTH,
+    FRESH,
+    HELD_OUT,
+    SIXTH,
+    TASKS,
+    TASKS_BY_NAME,
+    TOOLS,
+    UNSEEN,
+    Call,
+    Task,
+    Toolbox,
+)
 from scripts import local_stack  # noqa: E402
 from scripts.local_model import LocalModelError  # noqa: E402
 from tests.realmodel.recorder import Exchange, RecordingRelay  # noqa: E402
@@ -633,7 +646,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default=",".join(t.name for t in TASKS),
-        help="comma-separated names, or held_out / fresh / unseen / fourth / fifth (later sets); default: the main 9",
+        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth, fifth, sixth); default: main 9",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
@@ -658,6 +671,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks.replace("unseen", ",".join(t.name for t in UNSEEN))
     args.tasks = args.tasks.replace("fourth", ",".join(t.name for t in FOURTH))
     args.tasks = args.tasks.replace("fifth", ",".join(t.name for t in FIFTH))
+    args.tasks = args.tasks.replace("sixth", ",".join(t.name for t in SIXTH))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

@@ -22,6 +22,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 SYSTEM = (
@@ -434,6 +435,75 @@ def check_room(args: Args) -> dict[str, Any]:
     return ROOMS[_find(ROOMS, _text(args, "room", "name").casefold())]
 
 
+TICKETS = {"t-104": {"ticket": "T-104", "status": "waiting on customer", "assignee": "Priya"}}
+
+
+def get_ticket(args: Args) -> dict[str, Any]:
+    ticket = re.sub(r"[^a-z0-9]", "", _text(args, "ticket_id", "id", "ticket").casefold())
+    for key, value in TICKETS.items():
+        if key.replace("-", "") in ticket:
+            return value
+    raise ValueError(f"no ticket {ticket!r}")
+
+
+def split_bill(args: Args) -> dict[str, Any]:
+    total, people = _number(args, "total", "amount"), _number(args, "people", "persons")
+    if people < 1:
+        raise ValueError("people must be at least 1")
+    return {"per_person": _tidy(round(total / people, 2))}
+
+
+def get_weekday(args: Args) -> dict[str, Any]:
+    day = date.fromisoformat(_text(args, "date", "day").strip())
+    return {"date": day.isoformat(), "weekday": day.strftime("%A")}
+
+
+FARES = {("oslo", "rome"): [("SK-4711", 189), ("FR-1802", 74), ("AZ-611", 142)]}
+
+
+def search_flights(args: Args) -> dict[str, Any]:
+    origin, destination = _text(args, "origin", "from").casefold(), _text(args, "destination", "to").casefold()
+    for (start, end), flights in FARES.items():
+        if start in origin and end in destination:
+            return {"flights": [{"flight_id": fid, "price_eur": price} for fid, price in flights]}
+    raise ValueError(f"no flights from {origin!r} to {destination!r}")
+
+
+def book_flight(args: Args) -> dict[str, Any]:
+    flight = re.sub(r"[^a-z0-9]", "", _text(args, "flight_id", "id", "flight").casefold())
+    for flights in FARES.values():
+        for fid, price in flights:
+            if fid.casefold().replace("-", "") == flight:
+                return {"booked": True, "flight_id": fid, "price_eur": price, "booking_reference": "QX7P2"}
+    raise ValueError(f"unknown flight: {flight!r}")
+
+
+AIR_QUALITY = {"delhi": 182, "zurich": 21}
+
+
+def get_air_quality(args: Args) -> dict[str, Any]:
+    city = _find(AIR_QUALITY, _text(args, "city", "location"))
+    return {"city": city.title(), "aqi": AIR_QUALITY[city]}
+
+
+def set_thermostat(args: Args) -> dict[str, Any]:
+    mode = _text(args, "mode").casefold()
+    if mode not in ("eco", "comfort", "off"):
+        raise ValueError(f"unknown mode {mode!r}")
+    return {"thermostat": "Living room", "mode": mode, "ok": True}
+
+
+PARCEL_FEES = {"canada": 24.9, "france": 12.5}
+
+
+def get_parcel_fee(args: Args) -> dict[str, Any]:
+    country = _find(PARCEL_FEES, _text(args, "country", "destination"))
+    weight = _number(args, "weight_kg", "weight")
+    if weight > 30:
+        raise ValueError("parcels over 30 kg are not accepted")
+    return {"country": country.title(), "weight_kg": _tidy(weight), "fee_eur": PARCEL_FEES[country]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -691,6 +761,54 @@ TOOLS: dict[str, Tool] = {
             "Whether a meeting room is free at a time (HH:MM, 24-hour), and who booked it if not.",
             _obj({"room": STR, "time": {"type": "string", "description": "HH:MM"}}, ["room", "time"]),
             check_room,
+        ),
+        Tool(
+            "get_ticket",
+            "The status and assignee of a support ticket.",
+            _obj({"ticket_id": {"type": "string", "description": "e.g. T-100"}}, ["ticket_id"]),
+            get_ticket,
+        ),
+        Tool(
+            "split_bill",
+            "Split a bill evenly: each person's share.",
+            _obj({"total": NUM, "people": {"type": "integer"}}, ["total", "people"]),
+            split_bill,
+        ),
+        Tool(
+            "get_weekday",
+            "The day of the week of a date.",
+            _obj({"date": {"type": "string", "description": "YYYY-MM-DD"}}, ["date"]),
+            get_weekday,
+        ),
+        Tool(
+            "search_flights",
+            "Flights between two cities, with their ids and prices.",
+            _obj({"origin": STR, "destination": STR}, ["origin", "destination"]),
+            search_flights,
+        ),
+        Tool(
+            "book_flight",
+            "Book a flight by its flight id.",
+            _obj({"flight_id": STR}, ["flight_id"]),
+            book_flight,
+        ),
+        Tool(
+            "get_air_quality",
+            "The air quality index (AQI) of a city now.",
+            _obj({"city": STR}, ["city"]),
+            get_air_quality,
+        ),
+        Tool(
+            "set_thermostat",
+            "Set the living room thermostat's mode.",
+            _obj({"mode": {"type": "string", "enum": ["eco", "comfort", "off"]}}, ["mode"]),
+            set_thermostat,
+        ),
+        Tool(
+            "get_parcel_fee",
+            "The postage for a parcel to a country, in euros.",
+            _obj({"weight_kg": NUM, "country": STR}, ["weight_kg", "country"]),
+            get_parcel_fee,
         ),
     )
 }
@@ -1245,4 +1363,77 @@ FIFTH: tuple[Task, ...] = (
         summary="a room that is booked (by the Sales team): the answer says so",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH)}
+
+# Written 2026-11-28 (session of stop 45) before any run on them (``--tasks sixth``), with eight new tools: a
+# support ticket's status, a bill to split, a date's weekday, the cheapest flight to find and then book, a
+# question no tool answers, two cities' air quality, a thermostat mode from an enum, a parcel's postage.
+SIXTH: tuple[Task, ...] = (
+    Task(
+        "ticket_status",
+        "What's the status of support ticket T-104?",
+        ("get_ticket", "split_bill"),
+        (called("get_ticket", "104"), not_called("split_bill"), says_word("waiting")),
+        summary="one field of a ticket (waiting on customer)",
+    ),
+    Task(
+        "split_dinner",
+        "Split a 87.50 bill between 5 people.",
+        ("split_bill", "get_ticket"),
+        (called("split_bill", "87.5", "5"), says_number("17.5")),
+        summary="a share through the tool (17.50)",
+    ),
+    Task(
+        "new_year_weekday",
+        "What day of the week is 1 January 2027?",
+        ("get_weekday", "set_thermostat"),
+        (called("get_weekday", "2027-01-01"), says_word("friday")),
+        summary="a date written out, the tool wants YYYY-MM-DD (Friday)",
+    ),
+    Task(
+        "cheapest_flight",
+        "Book the cheapest flight from Oslo to Rome.",
+        ("search_flights", "book_flight"),
+        (
+            called("search_flights", "oslo", "rome"),
+            called("book_flight", "fr"),
+            says_word("fr-1802", "fr1802", "qx7p2"),
+        ),
+        summary="search, then book the cheapest of three (FR-1802, 74 euros)",
+    ),
+    Task(
+        "spider_legs",
+        "How many legs does a spider have?",
+        ("get_weekday", "get_air_quality"),
+        (no_calls, says_word("8", "eight")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+    Task(
+        "air_two_cities",
+        "Compare the air quality in Delhi and Zurich.",
+        ("get_air_quality", "get_weather"),
+        (
+            called("get_air_quality", "delhi"),
+            called("get_air_quality", "zurich"),
+            not_called("get_weather"),
+            says_number("182"),
+            says_number("21"),
+        ),
+        summary="two independent lookups of one tool (182 and 21)",
+    ),
+    Task(
+        "thermostat_eco",
+        "Switch the thermostat to eco mode.",
+        ("set_thermostat", "get_weather"),
+        (called("set_thermostat", "eco"), not_called("get_weather"), says_word("eco"), not_negated),
+        summary="an action with an enum value (eco)",
+    ),
+    Task(
+        "parcel_fee",
+        "How much does it cost to ship a 3 kg parcel to Canada?",
+        ("get_parcel_fee", "convert_currency"),
+        (called("get_parcel_fee", "canada"), not_called("convert_currency"), says_number("24.9")),
+        summary="postage through the tool (24.90 euros)",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH)}

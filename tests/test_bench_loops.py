@@ -31,6 +31,7 @@ from bench.loop_tasks import (
     FOURTH,
     FRESH,
     HELD_OUT,
+    SIXTH,
     TASKS,
     TASKS_BY_NAME,
     TOOLS,
@@ -42,6 +43,7 @@ from bench.loop_tasks import (
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH)  # every task of every set
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -156,6 +158,23 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("check_room", {"room": "Orion", "time": "15:00"})],
         "No, Orion is booked by the Sales team at 15:00.",
     ),
+    "ticket_status": ([("get_ticket", {"ticket_id": "T-104"})], "Ticket T-104 is waiting on the customer."),
+    "split_dinner": ([("split_bill", {"total": 87.5, "people": 5})], "Each of the 5 people pays 17.50."),
+    "new_year_weekday": ([("get_weekday", {"date": "2027-01-01"})], "1 January 2027 is a Friday."),
+    "cheapest_flight": (
+        [("search_flights", {"origin": "Oslo", "destination": "Rome"}), ("book_flight", {"flight_id": "FR-1802"})],
+        "Booked FR-1802 from Oslo to Rome for 74 euros; your reference is QX7P2.",
+    ),
+    "spider_legs": ([], "A spider has eight legs."),
+    "air_two_cities": (
+        [("get_air_quality", {"city": "Delhi"}), ("get_air_quality", {"city": "Zurich"})],
+        "Delhi's AQI is 182, far worse than Zurich's 21.",
+    ),
+    "thermostat_eco": ([("set_thermostat", {"mode": "eco"})], "The thermostat is now in eco mode."),
+    "parcel_fee": (
+        [("get_parcel_fee", {"weight_kg": 3, "country": "Canada"})],
+        "Shipping 3 kg to Canada costs 24.90 euros.",
+    ),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
@@ -173,7 +192,7 @@ def test_every_task_has_a_good_loop_here() -> None:
     assert sum(not t.needs_tool for t in TASKS) >= 1 and len(TASKS) >= 8
 
 
-@pytest.mark.parametrize("task", [*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH], ids=lambda t: t.name)
+@pytest.mark.parametrize("task", ALL_TASKS, ids=lambda t: t.name)
 def test_a_good_loop_passes_its_checks(task: object) -> None:
     assert hasattr(task, "judge")
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
@@ -182,7 +201,9 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "task", [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH) if t.needs_tool], ids=lambda t: t.name
+    "task",
+    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH) if t.needs_tool],
+    ids=lambda t: t.name,
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
     calls, answer = GOOD[task.name]  # type: ignore[attr-defined]
