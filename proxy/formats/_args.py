@@ -23,7 +23,7 @@ entry point the formats use; it never raises. Steps, each reporting what it repa
 6. Canonical JSON.
 
 Repair names (stable; metrics count them): name_quotes, name_prefix, name_namespace, name_separator,
-name_case, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
+name_case, name_plural, control_chars, code_fence, leading_text, trailing_text, comments, single_quotes,
 invalid_escapes, unquoted_keys, python_literals, trailing_commas, unclosed_brackets, json5,
 double_encoded, unknown_arguments, coerce_types, embedded_json, wrap_array, enum_case,
 invalid_optional_dropped, inner_quotes and trailing_backslash (only when the repaired arguments validate:
@@ -92,6 +92,14 @@ def _unify_separators(name: str) -> str:
 
 def _fold(name: str) -> str:
     return _unify_separators(name).casefold()
+
+
+_PLURAL = re.compile(r"(?<=[^\Ws_]{3})s(?=_|$)")  # a word's plural "s" (``flights``, not ``class`` or ``bus``)
+
+
+def _singular(name: str) -> str:
+    """The folded name with each word's plural ``s`` dropped: ``book_flights`` is ``book_flight``."""
+    return _PLURAL.sub("", _fold(name))
 
 
 # a tool name's namespace: everything up to its last ``.``, ``/``, ``:``, ``__`` or ``_<digits>_``
@@ -166,6 +174,7 @@ class ToolIndex:
                 (_unify_separators, ("name_separator",)),
                 (str.casefold, ("name_case",)),
                 (_fold, ("name_separator", "name_case")),
+                (_singular, ("name_plural",)),
             )
         ]
         folded = {_fold(name) for name in self.tools}

@@ -222,6 +222,24 @@ def test_a_namespace_never_stands_for_another_action(written: str) -> None:
     assert idx.resolve(written) == (None, ())
 
 
+@pytest.mark.parametrize(
+    ("written", "resolved"),
+    [("book_flights", "book_flight"), ("Book-Flights", "book_flight"), ("get_devices_battery", "get_device_battery")],
+)
+def test_a_plural_written_for_a_singular_is_the_tool(written: str, resolved: str) -> None:
+    idx = ToolIndex([tool("book_flight"), tool("get_device_battery"), tool("search_flights")])
+    assert idx.resolve(written)[0] == resolved and "name_plural" in idx.resolve(written)[1]
+
+
+def test_a_plural_never_stands_for_two_tools_or_another_word() -> None:
+    idx = ToolIndex([tool("get_item"), tool("get_items"), tool("list_class")])
+    assert idx.resolve("get_items") == ("get_items", ())  # exact first
+    assert idx.resolve("GET_ITEMS") == ("get_items", ("name_case",))
+    assert idx.resolve("get-itemss") == (None, ())
+    assert idx.resolve("list_classes") == (None, ())  # "classes" is no plain plural "s"
+    assert ToolIndex([tool("get_item"), tool("get_items")]).resolve("Get_Itemz") == (None, ())
+
+
 def test_an_ambiguous_action_is_named_so() -> None:
     idx = ToolIndex([tool(name) for name in _NAMESPACED_TOOLS])
     assert finalize_call(idx, "Other_9_FindMovies", "{}").error == (
