@@ -32,6 +32,7 @@ class Attempt:
     # calls kept back for values the conversation does not hold, each with its ["arg=value", ...]
     ungrounded: list[tuple[ToolCallEnd, list[str]]] = field(default_factory=list)
     unasked: list[str] = field(default_factory=list)  # tools of calls kept back: the question does not ask for them
+    placeholders: list[str] = field(default_factory=list)  # ``name="..."`` of calls kept back: the example's filler
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ from ..formats.base import FinishReason
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
+from .example import WorkedExample
 from .grounding import Grounds, names_none_of
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
@@ -95,7 +96,7 @@ class ResponseBuilder(Generic[Item]):
         tools: Sequence[ToolSpec] = (),
         answered: frozenset[str] = frozenset(),
         results: str = "",
-        examples: Callable[[], frozenset[str]] = frozenset,
+        example: WorkedExample | None = None,
         wrapper_tags: Sequence[str] = (),
         grounds: Grounds | None = None,
         unasked: frozenset[str] = frozenset(),
@@ -129,8 +130,7 @@ class ResponseBuilder(Generic[Item]):
         self._answered = answered  # calls (repeats.call_key) whose result the history holds: not sent again
         self._results = results  # the latest tool results' text: the answer when the model gives none
         # the calls the instructions show (their worked example), worked out only when the model copies them
-        self._example_source = examples
-        self._examples: frozenset[str] | None = None
+        self._example = example
         self._echoes_before = 0  # the echo filter's drops before this attempt
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
@@ -412,6 +412,8 @@ class ResponseBuilder(Generic[Item]):
         if state is None and self._copied_example(event):
             self.tally.sanitized += 1  # the prompt's worked example, repeated with the rest of it: no call
             return
+        if state is None and self._placeholder(event, attempt):
+            return
         if state is None and call_key(event.name, event.arguments) in self._answered:
             attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
             self._unused_call = True
@@ -479,11 +481,27 @@ class ResponseBuilder(Generic[Item]):
     def _copied_example(self, event: ToolCallEnd) -> bool:
         """A call that is the instructions' worked example, in an attempt that repeated instructions: the
         model copied the prompt (a genuine call with the example's values comes without an echo)."""
-        if self._filter is None or self._filter.dropped <= self._echoes_before:
+        if self._filter is None or self._filter.dropped <= self._echoes_before or self._example is None:
             return False
-        if self._examples is None:
-            self._examples = self._example_source()
-        return call_key(event.name, event.arguments) in self._examples
+        return call_key(event.name, event.arguments) in self._example.call_keys()
+
+    def _placeholder(self, event: ToolCallEnd, attempt: Attempt) -> bool:
+        """A call with a value the worked example's filler gave (``country: "..."``), while the model can be asked
+        again: kept back (example.py). Told about the filler, a small model wrote it again nearly every time;
+        asked the same question again, it mostly wrote the user's value."""
+        if self._example is None or not attempt.can_repair:
+            return False
+        copied = self._example.placeholders(self._tools_by_name.get(event.name), event.arguments)
+        if not copied:
+            return False
+        attempt.placeholders.extend(copied)
+        self._unused_call = True
+        log.info("call %s kept back: %s is the example's placeholder", event.name, ", ".join(copied))
+        return True
+
+    def trust_placeholders(self) -> None:
+        """The model was asked again after a placeholder: what it writes from now on is taken."""
+        self._example = None if self._example is None else self._example.without_placeholders()
 
     def _repeats(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """Is this call a repeat of one made earlier in the attempt? Then the turn is cut after it.

@@ -112,7 +112,7 @@ class Emulator:
             tools=plan.parse_tools,
             answered=plan.answered,
             results=plan.results,
-            examples=plan.example_calls,
+            example=plan.worked_example(),
             wrapper_tags=plan.wrapper_tags,
             grounds=plan.grounds,
             unasked=plan.unasked,
@@ -185,9 +185,11 @@ class Emulator:
                     break
                 self._unrepaired_asked = True
             reason, message = reask
-            repairs_left -= reason in ("repair", "empty", "answer", "call", "more")
+            repairs_left -= reason in ("repair", "empty", "answer", "call", "more", "placeholder")
             if reason == "ground":
                 self._withhold(attempt)
+            if reason == "placeholder":
+                self.builder.trust_placeholders()
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             # a call written again while the question still names what no result covers: asked once for the call
@@ -199,10 +201,11 @@ class Emulator:
                 seen.clear()  # another request: the same call written again there is asked for an answer
             if answering:
                 self._answer_plainly()
-            if reason == "ground" or asking_call or (answering and self.plan.folded and self.plan.results):
-                # the same question without the made-up call's tool, or the answering plan's folded history (it
-                # ends asking for an answer from the results): the attempt (a call the model would copy again)
-                # and a message about it are left out
+            same_question = reason in ("ground", "placeholder") or asking_call
+            if same_question or (answering and self.plan.folded and self.plan.results):
+                # the same question (without the made-up call's tool for ``ground``), or the answering plan's folded
+                # history (it ends asking for an answer from the results): the attempt (a call the model would copy
+                # again) and a message about it are left out
                 extra, message = [], ""
             elif answering and attempt.malformed:  # calls that could not be made are left out: they would be copied
                 extra = [{"role": "user", "content": message}]

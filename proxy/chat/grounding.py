@@ -179,7 +179,7 @@ class Grounds:
         properties = properties if isinstance(properties, Mapping) else {}
         required = tool.parameters.get("required")
         names = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
-        told = _definition_text(tool)
+        told = definition_text(tool)
         missing: list[str] = []
         for name in names:
             schema = properties.get(name)
@@ -249,8 +249,8 @@ def _names_nothing(parameter: str, value: Any) -> bool:
     return last in _NAMING and isinstance(value, str) and not _LETTER.search(value)
 
 
-def _definition_text(tool: ToolSpec) -> str:
-    """What the model is told about the tool, folded: its description and schema."""
+def definition_text(tool: ToolSpec) -> str:
+    """What the client's definition tells about the tool, folded: its description and schema."""
     return f"{tool.description}\n{json.dumps(tool.parameters, ensure_ascii=False)}".casefold()
 
 

@@ -1,7 +1,8 @@
 """The re-ask decision: after an attempt that gave the client nothing it can use, whether the model is asked
 again, why (the metrics' reason), and with which message.
 
-Reasons: ``repeat`` (only calls whose results the history holds), ``ground`` (values the conversation does not
+Reasons: ``repeat`` (only calls whose results the history holds), ``placeholder`` (a value copied from the
+worked example: the same question again, ``example.py``), ``ground`` (values the conversation does not
 hold: the same question without those tools, see ``Emulator._withhold``), ``repair`` (a malformed call),
 ``required`` (``tool_choice`` demands a call), ``call`` and ``answer`` (an answer that talks about a tool, or
 nothing but a call where none may be made), ``more`` (an answer that leaves out what the question also asks
@@ -45,6 +46,8 @@ def next_reask(
             f"You already called {names} with these same arguments, and the result is in the conversation "
             "above. Do not call it again: answer the user now in plain text, using that result."
         )
+    if attempt.placeholders:  # kept back only while a re-ask is allowed: the same question, sampled again
+        return "placeholder", ""
     if (attempt.ungrounded or attempt.unasked) and not ground_asked:
         return "ground", ""  # Emulator._withhold decides what the next attempt leaves out
     withdrawn = builder.calls_withdrawn

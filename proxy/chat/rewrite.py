@@ -29,8 +29,9 @@ from ..formats.history import (
 )
 from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
+from .example import WorkedExample
 from .grounding import Grounds, uncovered_mentions
-from .repeats import call_key, calls_in_order, key_name, loop_calls, repeat_keys
+from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
 
@@ -75,6 +76,7 @@ class EmulationPlan:
     # line; one it writes for another call is the call it means (toldcalls.py)
     made_calls: Callable[[], frozenset[str]] = field(default=frozenset, compare=False, repr=False)
     grounds: Grounds | None = None  # the client's conversation, when calls' values must come from it
+    conversation: Callable[[], Grounds] = field(default=lambda: Grounds(()), compare=False, repr=False)  # always
     off_topic: bool = False  # the latest user message shares no word with any tool offered (grounded plans only)
     # the tools the latest user message shares no word with (grounded plans only): after tool results, a call of
     # one is a follow-up nobody asked for (buying the product a search found), asked about once; before any
@@ -104,12 +106,15 @@ class EmulationPlan:
         """``tool_choice: "none"`` (the client's, a policy's, or a forced answer): calls written are kept out."""
         return self.tool_choice.mode == "none"
 
-    def example_calls(self) -> frozenset[str]:
-        """The calls (``repeats.call_key``) the instructions themselves hold, read by the format's parser:
-        the worked example. Parsing the prompt costs milliseconds: only asked for when the model echoed it."""
+    def worked_example(self) -> WorkedExample:
+        """The instructions' worked example: its calls, read by the format's parser only when the model echoed
+        the instructions (parsing the prompt costs milliseconds), and the placeholders it fills in."""
+        return WorkedExample(self._example_calls, self.conversation)
+
+    def _example_calls(self) -> list[ToolCallEnd]:
         parser = new_parser(self.format, list(self.tools), max(self.max_calls, 8), self.lenient)
         events = parser.feed(self.instructions) + parser.close("stop")
-        return frozenset(call_key(e.name, e.arguments) for e in events if isinstance(e, ToolCallEnd))
+        return [event for event in events if isinstance(event, ToolCallEnd)]
 
     def answering(self) -> EmulationPlan:
         """The plan for a plain answer: no tool instructions, no stop sequences of the format, calls withheld
@@ -246,6 +251,7 @@ def build_plan(
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
     grounded = rule.ground_arguments and choice.mode == "auto" and not withheld
     question = last_user_text(turn.messages) if grounded else ""
+    grounds = Grounds.of_messages(turn.messages) if grounded else None
     repeats_answered = rule.answer_repeated_calls and choice.mode == "auto" and ends_with_results
     return EmulationPlan(
         fmt,
@@ -268,7 +274,8 @@ def build_plan(
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
         made_calls=lambda: frozenset(calls_in_order(turn.messages)),
-        grounds=Grounds.of_messages(turn.messages) if grounded else None,
+        grounds=grounds,
+        conversation=(lambda: grounds) if grounds is not None else lambda: Grounds.of_messages(turn.messages),
         off_topic=grounded and relates_to_no_tool(offered, question),
         unasked=_unasked(offered, question, turn.messages) if grounded else frozenset(),
         unasked_beside_only=not ends_with_results,

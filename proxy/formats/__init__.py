@@ -17,6 +17,7 @@ from ._hermes_markup import CLOSE as CALL_CLOSE
 from ._hermes_markup import OPEN as CALL_OPEN
 from ._hermes_markup import RESPONSE as RESULT_OPEN
 from ._hermes_markup import RESPONSE_END as RESULT_CLOSE
+from ._prompt import PLACEHOLDERS
 from ._pythonic_values import plain_key
 from ._text import find_first, partial_marker_len
 from ._thought import set_thinking
@@ -68,6 +69,7 @@ __all__ = [
     "CALL_CLOSE",
     "CALL_OPEN",
     "FORMATS",
+    "PLACEHOLDERS",
     "RESULT_CLOSE",
     "RESULT_OPEN",
     "CallGrammar",

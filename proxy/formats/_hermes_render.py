@@ -10,20 +10,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._hermes_markup import CLOSE, OPEN
-from ._prompt import choice_instruction, describe_tools
+from ._prompt import EXAMPLE_TEXT, choice_instruction, describe_tools
 from .base import ToolCallRecord, ToolChoice, ToolSpec
 
 
 def _example_value(schema: Any) -> Any:
     """A plausible value for a parameter in the worked example."""
     if not isinstance(schema, dict):
-        return "example"
+        return EXAMPLE_TEXT
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][0]
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     samples = {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}, "null": None}
-    return samples.get(kind, "example") if isinstance(kind, str) else "example"
+    return samples.get(kind, EXAMPLE_TEXT) if isinstance(kind, str) else EXAMPLE_TEXT
 
 
 def _example_arguments(spec: ToolSpec) -> dict[str, Any]:

@@ -1,0 +1,122 @@
+"""A call that copies the worked example's placeholder (``country: "..."``) is asked for again, once.
+
+Every format's instructions end with an example call of a real tool whose string values are toolshim's filler
+(``formats.PLACEHOLDERS``). A small model asked to ship a parcel to Canada wrote
+``get_parcel_fee(weight_kg=3, country="example")`` (the filler then); the tool failed on it and the loop ended on
+that error. The filler is toolshim's own text: the call is kept back and the same question asked again, in every
+format with an example, streamed or not; written again, it is taken.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from toolshim.chat.example import WorkedExample
+from toolshim.chat.grounding import Grounds
+from toolshim.formats import PLACEHOLDERS, ToolChoice, ToolSpec, get_format
+
+from tests.fakes import Reply, text_stream
+from tests.test_emulation import ask, call_text, emulated, pieces
+
+PARCEL = {
+    "type": "function",
+    "function": {
+        "name": "get_parcel_fee",
+        "description": "The postage for a parcel to a country, in euros.",
+        "parameters": {
+            "type": "object",
+            "properties": {"weight_kg": {"type": "number"}, "country": {"type": "string"}},
+            "required": ["weight_kg", "country"],
+        },
+    },
+}
+ASKED = [{"role": "user", "content": "How much does it cost to ship a 3 kg parcel to Canada?"}]
+WITH_EXAMPLE = ("hermes", "caret", "qwen3_xml", "morph_xml", "react")  # pythonic and xml show no real tool's call
+[FILLER] = PLACEHOLDERS
+
+
+def reply(fmt: str, country: str) -> Reply:
+    return Reply(pieces=text_stream(pieces(call_text(fmt, "get_parcel_fee", {"weight_kg": 3, "country": country}))))
+
+
+@pytest.mark.parametrize("fmt", WITH_EXAMPLE)
+def test_the_worked_example_shows_the_filler(fmt: str) -> None:
+    spec = ToolSpec(PARCEL["function"]["name"], "", PARCEL["function"]["parameters"])  # type: ignore[index]
+    assert FILLER in get_format(fmt).render_tools([spec], ToolChoice("auto"), False)
+
+
+@pytest.mark.parametrize("fmt", WITH_EXAMPLE)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_with_the_filler_is_asked_again(start_proxy, fake_upstream, fmt: str, stream: bool) -> None:
+    proxy = await start_proxy(models=emulated(fmt))
+    fake_upstream.script(reply(fmt, FILLER), reply(fmt, "Canada"))
+    result = await ask(proxy, stream, messages=ASKED, tools=[PARCEL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"weight_kg": 3, "country": "Canada"}
+    first, second = fake_upstream.requests
+    assert second["messages"] == first["messages"]  # the same question again: told about it, the model copies it
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_filler_written_again_is_taken(start_proxy, fake_upstream, stream: bool) -> None:
+    proxy = await start_proxy(models=emulated("hermes"))
+    fake_upstream.script(reply("hermes", FILLER), reply("hermes", FILLER))
+    result = await ask(proxy, stream, messages=ASKED, tools=[PARCEL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"])["country"] == FILLER
+    assert len(fake_upstream.requests) == 2
+
+
+async def test_without_repairs_the_call_is_taken_at_once(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", max_repair_retries=0))
+    fake_upstream.script(reply("hermes", FILLER))
+    result = await ask(proxy, False, messages=ASKED, tools=[PARCEL])
+    assert result["choices"][0]["message"]["tool_calls"] and len(fake_upstream.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_filler_is_taken_when_the_user_gave_it(start_proxy, fake_upstream, stream: bool) -> None:
+    proxy = await start_proxy(models=emulated("hermes"))
+    fake_upstream.script(reply("hermes", FILLER))
+    asked = [{"role": "user", "content": f"Postage for 3 kg to the country I'll call '{FILLER}'?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[PARCEL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"])["country"] == FILLER
+    assert len(fake_upstream.requests) == 1
+
+
+TOOL = ToolSpec("lookup", "Look up a code, e.g. ZX-9.", {"properties": {"code": {"type": "string"}}})
+
+
+def example(said: str = "") -> WorkedExample:
+    return WorkedExample(list, lambda: Grounds([said]))
+
+
+def test_only_toolshim_s_filler_is_a_placeholder() -> None:
+    shown = example()
+    assert shown.placeholders(TOOL, json.dumps({"code": f" {FILLER} ", "n": 1})) == [f'code=" {FILLER} "']
+    assert shown.placeholders(TOOL, '{"code": "ZX-10"}') == []
+    assert shown.placeholders(TOOL, json.dumps({"code": FILLER + "x"})) == []
+    assert shown.placeholders(TOOL, '{"n": 1}') == []  # numbers are never fillers
+    assert shown.placeholders(TOOL, "not json") == [] and shown.placeholders(None, "[1]") == []
+
+
+def test_a_filler_the_definition_or_the_user_gave_is_a_value() -> None:
+    value = json.dumps({"code": FILLER})
+    assert example(said=f"the code is {FILLER}").placeholders(TOOL, value) == []
+    defined = ToolSpec("lookup", "Look up a code.", {"properties": {"code": {"type": "string", "default": FILLER}}})
+    assert example().placeholders(defined, value) == []
+
+
+def test_the_conversation_is_read_only_for_a_filler_and_the_check_ends_once_asked() -> None:
+    read: list[int] = []
+
+    def conversation() -> Grounds:
+        read.append(1)
+        return Grounds(())
+
+    shown = WorkedExample(list, conversation)
+    assert shown.placeholders(TOOL, '{"code": "Oslo"}') == [] and read == []
+    assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == [f'code="{FILLER}"'] and read == [1]
+    assert shown.without_placeholders().placeholders(TOOL, json.dumps({"code": FILLER})) == []
