@@ -68,6 +68,14 @@ async def test_the_filler_written_again_is_taken(start_proxy, fake_upstream, str
     assert len(fake_upstream.requests) == 2
 
 
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_parcel_fee"}}])
+async def test_a_demanded_call_is_taken_at_once(start_proxy, fake_upstream, choice: object) -> None:
+    proxy = await start_proxy(models=emulated("hermes"))
+    fake_upstream.script(reply("hermes", FILLER))
+    result = await ask(proxy, False, messages=ASKED, tools=[PARCEL], tool_choice=choice)
+    assert result["choices"][0]["message"]["tool_calls"] and len(fake_upstream.requests) == 1
+
+
 async def test_without_repairs_the_call_is_taken_at_once(start_proxy, fake_upstream) -> None:
     proxy = await start_proxy(models=emulated("hermes", max_repair_retries=0))
     fake_upstream.script(reply("hermes", FILLER))
@@ -119,4 +127,5 @@ def test_the_conversation_is_read_only_for_a_filler_and_the_check_ends_once_aske
     shown = WorkedExample(list, conversation)
     assert shown.placeholders(TOOL, '{"code": "Oslo"}') == [] and read == []
     assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == [f'code="{FILLER}"'] and read == [1]
-    assert shown.without_placeholders().placeholders(TOOL, json.dumps({"code": FILLER})) == []
+    shown.trust_placeholders()
+    assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == []

@@ -501,7 +501,8 @@ class ResponseBuilder(Generic[Item]):
 
     def trust_placeholders(self) -> None:
         """The model was asked again after a placeholder: what it writes from now on is taken."""
-        self._example = None if self._example is None else self._example.without_placeholders()
+        if self._example is not None:
+            self._example.trust_placeholders()
 
     def _repeats(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """Is this call a repeat of one made earlier in the attempt? Then the turn is cut after it.

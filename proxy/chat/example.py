@@ -1,11 +1,12 @@
 """Sans-IO: the worked example toolshim's instructions show, and the calls that copy it.
 
-Every format's instructions end with an example call, its string values filled with toolshim's placeholders
-(``formats.PLACEHOLDERS``: ``"example"``, ``"..."``) where the schema gives no value. A small model asked to
-ship a parcel to Canada wrote ``get_parcel_fee(weight_kg=3, country="example")``: one value is the user's, the
-other is toolshim's own text. Such a call is kept back and the same question asked again, once (told about the
-filler, the model wrote it again 10 times in 12); what the model writes then is taken. A placeholder the tool's
-definition or the conversation holds (a user who named a file "example") is a value like any other.
+Every format's instructions end with an example call, its string values filled with toolshim's placeholder
+(``formats.PLACEHOLDERS``) where the schema gives no value. A small model asked to ship a parcel to Canada
+wrote ``get_parcel_fee(weight_kg=3, country="example")`` (the filler then): one value is the user's, the other
+toolshim's own text. Such a call is kept back and the same question asked again, once (told about the filler,
+the model wrote it again 10 times in 12); what the model writes then is taken. A placeholder the tool's
+definition or the conversation holds (a user who wrote it) is a value like any other, and so is one in a call
+the client demands (``tool_choice`` required or a named function: "I need an event." gives no values to use).
 
 The example calls themselves are read back from the instructions with the format's parser, only when a
 model's echo of the instructions came with a call (``call_keys``).
@@ -27,17 +28,21 @@ class WorkedExample:
 
     __slots__ = ("_checked", "_conversation", "_keys", "_parse", "_read")
 
-    def __init__(self, parse: Callable[[], Sequence[ToolCallEnd]], conversation: Callable[[], Grounds]) -> None:
+    def __init__(
+        self,
+        parse: Callable[[], Sequence[ToolCallEnd]],
+        conversation: Callable[[], Grounds],
+        placeholders_checked: bool = True,
+    ) -> None:
         self._parse = parse  # the instructions through the format's parser (milliseconds: done lazily)
         self._conversation = conversation  # the client's conversation (built lazily: rarely needed)
         self._keys: frozenset[str] | None = None
         self._read: Grounds | None = None
-        self._checked = True  # placeholders are looked for (until the model was asked again about one)
+        self._checked = placeholders_checked  # looked for until the model was asked again about one
 
-    def without_placeholders(self) -> WorkedExample:
-        """The same example, no longer looking for placeholders (the calls from now on are taken)."""
+    def trust_placeholders(self) -> None:
+        """The model was asked again about a placeholder: no call is held back for one from now on."""
         self._checked = False
-        return self
 
     def call_keys(self) -> frozenset[str]:
         """The example calls (``repeats.call_key``)."""

@@ -109,7 +109,7 @@ class EmulationPlan:
     def worked_example(self) -> WorkedExample:
         """The instructions' worked example: its calls, read by the format's parser only when the model echoed
         the instructions (parsing the prompt costs milliseconds), and the placeholders it fills in."""
-        return WorkedExample(self._example_calls, self.conversation)
+        return WorkedExample(self._example_calls, self.conversation, self.tool_choice.mode == "auto")
 
     def _example_calls(self) -> list[ToolCallEnd]:
         parser = new_parser(self.format, list(self.tools), max(self.max_calls, 8), self.lenient)
