@@ -58,6 +58,45 @@ async def test_a_call_with_the_filler_is_asked_again(start_proxy, fake_upstream,
     assert second["messages"] == first["messages"]  # the same question again: told about it, the model copies it
 
 
+WEEKDAY = {
+    "type": "function",
+    "function": {
+        "name": "get_weekday",
+        "description": "The day of the week of a date.",
+        "parameters": {"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]},
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_with_grounding_a_call_of_nothing_but_fillers_is_judged_as_made_up(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """The spider's legs: ``get_weekday(date="...")`` holds no value of the conversation at all. Grounding asks for
+    a plain answer (the question shares no word with the tool); written again there, the call does not stand (it
+    would for a made-up value), and the model is asked for its plain answer once more."""
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True))
+    copied = Reply(pieces=text_stream(pieces(call_text("hermes", "get_weekday", {"date": FILLER}))))
+    fake_upstream.script(copied, copied, Reply(pieces=text_stream(pieces("A spider has eight legs."))))
+    asked = [{"role": "user", "content": "How many legs does a spider have?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[WEEKDAY])
+    assert result["choices"][0]["message"]["content"] == "A spider has eight legs."
+    assert not result["choices"][0]["message"]["tool_calls"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_with_grounding_a_grounded_call_with_a_filler_is_asked_again(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True))
+    fake_upstream.script(reply("hermes", FILLER), reply("hermes", "Canada"))
+    result = await ask(proxy, stream, messages=ASKED, tools=[PARCEL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"weight_kg": 3, "country": "Canada"}
+    first, second = fake_upstream.requests
+    assert second["messages"] == first["messages"]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_the_filler_written_again_is_taken(start_proxy, fake_upstream, stream: bool) -> None:
     proxy = await start_proxy(models=emulated("hermes"))

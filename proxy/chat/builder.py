@@ -412,13 +412,13 @@ class ResponseBuilder(Generic[Item]):
         if state is None and self._copied_example(event):
             self.tally.sanitized += 1  # the prompt's worked example, repeated with the rest of it: no call
             return
-        if state is None and self._placeholder(event, attempt):
-            return
         if state is None and call_key(event.name, event.arguments) in self._answered:
             attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
             self._unused_call = True
             return
         if state is None and (self._made_up(event, attempt) or self._unasked_call(event, attempt)):
+            return
+        if state is None and self._placeholder(event, attempt):  # a grounded call (grounding judges the others)
             return
         self._release_held(out, before_call=True)
         if state is None:
@@ -498,6 +498,12 @@ class ResponseBuilder(Generic[Item]):
         self._unused_call = True
         log.info("call %s kept back: %s is the example's placeholder", event.name, ", ".join(copied))
         return True
+
+    def copies_placeholder(self, event: ToolCallEnd) -> bool:
+        """Whether the call holds a value the worked example's filler gave (example.py)."""
+        return self._example is not None and bool(
+            self._example.copied(self._tools_by_name.get(event.name), event.arguments)
+        )
 
     def trust_placeholders(self) -> None:
         """The model was asked again after a placeholder: what it writes from now on is taken."""

@@ -188,6 +188,7 @@ class Emulator:
             repairs_left -= reason in ("repair", "empty", "answer", "call", "more", "placeholder")
             if reason == "ground":
                 self._withhold(attempt)
+                seen.clear()  # another request (without those tools): the same text there may be asked about again
             if reason == "placeholder":
                 self.builder.trust_placeholders()
             required_left -= reason == "required"
@@ -241,15 +242,20 @@ class Emulator:
         names = frozenset(event.name for event, _ in attempt.ungrounded) | frozenset(attempt.unasked)
         if self.plan.off_topic:
             self.builder.trust_arguments()
-            self._off_topic_calls = [event for event, _ in attempt.ungrounded]
+            self._off_topic_calls = self._may_stand(attempt)
             self._answer_plainly()
         elif self.plan.narrowed is not None:
             unasked = self.plan.unasked
-            self._made_up = [event for event, _ in attempt.ungrounded if event.name not in unasked]
+            self._made_up = [event for event in self._may_stand(attempt) if event.name not in unasked]
             self.plan = self.plan.narrowed(names)
             # its text is held: it is dropped should the first call stand (an unasked call never stands: the
             # text answers)
             self.builder.wants_call = bool(self._made_up)
+
+    def _may_stand(self, attempt: Attempt) -> list[ToolCallEnd]:
+        """The made-up calls that may stand for want of a better one: not one that copies the worked example's
+        filler (``get_weekday(date="...")`` for "How many legs does a spider have?")."""
+        return [event for event, _ in attempt.ungrounded if not self.builder.copies_placeholder(event)]
 
     def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
         """After the attempt without the made-up calls' tools: with no grounded call in it, the made-up

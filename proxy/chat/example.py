@@ -51,9 +51,13 @@ class WorkedExample:
         return self._keys
 
     def placeholders(self, tool: ToolSpec | None, arguments: str) -> list[str]:
-        """The parameters of this call (JSON text) whose value is a placeholder, as ``name="value"``."""
-        if not self._checked:
-            return []
+        """The parameters of this call (JSON text) whose value is a placeholder, as ``name="value"``, while a call
+        is held back for one."""
+        return self.copied(tool, arguments) if self._checked else []
+
+    def copied(self, tool: ToolSpec | None, arguments: str) -> list[str]:
+        """The parameters of this call (JSON text) whose value is a placeholder, as ``name="value"``: such a call
+        never stands in for an answer (``Emulator._first_call_stands``)."""
         copied = [(name, value) for name, value in _string_arguments(arguments) if _folded(value) in PLACEHOLDERS]
         if not copied:
             return []

@@ -217,10 +217,10 @@ FOLD_NEXT = (
     "If these results answer the question, answer it now, naming what they found. "
     "Otherwise call the next tool you need."
 )
-# Measured with Qwen2.5-Coder-0.5B on the answer step of 20 loop tasks, 8 samples each: "..., naming what they
-# found." gave a right answer 125 times in 160, this wording 140 (better on 10 tasks, worse on 2); comparisons
-# ("Delhi's air is worse than Zurich's") came with their values.
-FOLD_ANSWER = "Answer the question from these results: say what each one found, with its values."
+# Tried and left: "...: say what each one found, with its values." held the numbers more often on the answer step
+# alone (140 right in 160 against 125), but in whole loops the answers became lists that copied the results'
+# lines and added made-up details ("The temperature in the living room is now 20 degrees Celsius").
+FOLD_ANSWER = "Answer the question from these results, naming what they found."
 FOLD_FAILED = "These calls failed: tell the user what the error says."  # the answer sentence when every latest one did
 FOLD_CALL = "Call the next tool you need."
 
