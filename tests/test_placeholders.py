@@ -1,10 +1,10 @@
-"""A call that copies the worked example's placeholder (``country: "..."``) is asked for again, once.
+"""A call that copies the worked example's placeholder (``country: "example"``) is asked for again, once.
 
 Every format's instructions end with an example call of a real tool whose string values are toolshim's filler
 (``formats.PLACEHOLDERS``). A small model asked to ship a parcel to Canada wrote
-``get_parcel_fee(weight_kg=3, country="example")`` (the filler then); the tool failed on it and the loop ended on
-that error. The filler is toolshim's own text: the call is kept back and the same question asked again, in every
-format with an example, streamed or not; written again, it is taken.
+``get_parcel_fee(weight_kg=3, country="example")``; the tool failed on it and the loop ended on that error. The
+filler is toolshim's own text: the call is kept back and the same question asked again, in every format with an
+example, streamed or not; written again, it is taken.
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ PARCEL = {
     },
 }
 ASKED = [{"role": "user", "content": "How much does it cost to ship a 3 kg parcel to Canada?"}]
-WITH_EXAMPLE = ("hermes", "caret", "qwen3_xml", "morph_xml", "react")  # pythonic and xml show no real tool's call
-[FILLER] = PLACEHOLDERS
+# the formats whose worked example calls a real tool (pythonic's and xml's do not), and the filler each writes
+FILLERS = {"hermes": "example", "caret": "example", "qwen3_xml": "example", "morph_xml": "example", "react": "..."}
+WITH_EXAMPLE = tuple(FILLERS)
+FILLER = FILLERS["hermes"]
 
 
 def reply(fmt: str, country: str) -> Reply:
@@ -43,14 +45,15 @@ def reply(fmt: str, country: str) -> Reply:
 @pytest.mark.parametrize("fmt", WITH_EXAMPLE)
 def test_the_worked_example_shows_the_filler(fmt: str) -> None:
     spec = ToolSpec(PARCEL["function"]["name"], "", PARCEL["function"]["parameters"])  # type: ignore[index]
-    assert FILLER in get_format(fmt).render_tools([spec], ToolChoice("auto"), False)
+    assert FILLERS[fmt] in PLACEHOLDERS
+    assert FILLERS[fmt] in get_format(fmt).render_tools([spec], ToolChoice("auto"), False)
 
 
 @pytest.mark.parametrize("fmt", WITH_EXAMPLE)
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_call_with_the_filler_is_asked_again(start_proxy, fake_upstream, fmt: str, stream: bool) -> None:
     proxy = await start_proxy(models=emulated(fmt))
-    fake_upstream.script(reply(fmt, FILLER), reply(fmt, "Canada"))
+    fake_upstream.script(reply(fmt, FILLERS[fmt]), reply(fmt, "Canada"))
     result = await ask(proxy, stream, messages=ASKED, tools=[PARCEL])
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"weight_kg": 3, "country": "Canada"}

@@ -486,7 +486,7 @@ class ResponseBuilder(Generic[Item]):
         return call_key(event.name, event.arguments) in self._example.call_keys()
 
     def _placeholder(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call with a value the worked example's filler gave (``country: "..."``), while the model can be asked
+        """A call with a value the worked example's filler gave (``country: "example"``), while the model can be asked
         again: kept back (example.py). Told about the filler, a small model wrote it again nearly every time;
         asked the same question again, it mostly wrote the user's value."""
         if self._example is None or not attempt.can_repair:

@@ -2,8 +2,8 @@
 
 Every format's instructions end with an example call, its string values filled with toolshim's placeholder
 (``formats.PLACEHOLDERS``) where the schema gives no value. A small model asked to ship a parcel to Canada
-wrote ``get_parcel_fee(weight_kg=3, country="example")`` (the filler then): one value is the user's, the other
-toolshim's own text. Such a call is kept back and the same question asked again, once (told about the filler,
+wrote ``get_parcel_fee(weight_kg=3, country="example")``: one value is the user's, the other toolshim's own
+text. Such a call is kept back and the same question asked again, once (told about the filler,
 the model wrote it again 10 times in 12); what the model writes then is taken. A placeholder the tool's
 definition or the conversation holds (a user who wrote it) is a value like any other, and so is one in a call
 the client demands (``tool_choice`` required or a named function: "I need an event." gives no values to use).

@@ -23,7 +23,7 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from ._args import canonical_json, parse_json_lenient
-from ._prompt import EXAMPLE_TEXT, choice_instruction, describe_tools
+from ._prompt import EXAMPLE_ELLIPSIS, choice_instruction, describe_tools
 from ._text import MAX_HOLDBACK, TextKind
 from .base import ToolChoice, ToolSpec
 
@@ -182,7 +182,7 @@ def example_value(schema: Mapping[str, Any]) -> Any:
         return schema["default"]
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
-    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(str(kind), EXAMPLE_TEXT)
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(str(kind), EXAMPLE_ELLIPSIS)
 
 
 def example_arguments(spec: ToolSpec) -> dict[str, Any]:

@@ -143,7 +143,7 @@ def test_render_tools_lists_tools_rules_and_example() -> None:
     for spec in TOOLS:
         assert f"### {spec.name}" in prompt
     assert "city (string, required)" in prompt and "query (string, required)" in prompt
-    assert "Example:\n^^^get_weather\ncity: ...\n^^^" in prompt and "`---`" in prompt
+    assert "Example:\n^^^get_weather\ncity: example\n^^^" in prompt and "`---`" in prompt
     assert "at most one tool" in prompt
     named = FMT.render_tools(TOOLS, ToolChoice("named", "get_weather"), parallel=True)
     assert "MUST call the tool `get_weather`" in named
@@ -166,7 +166,7 @@ def test_prompt_example_parses_with_its_own_tool() -> None:
     )
     example = FMT.render_tools([note], ToolChoice("auto"), False).split("Example:\n", 1)[1]
     events = merge(feed_chunks(lambda: FMT.new_parser([note]), [example]))
-    assert [json.loads(e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [{"title": "..."}]
+    assert [json.loads(e.arguments) for e in events if isinstance(e, ToolCallEnd)] == [{"title": "example"}]
 
 
 ARG_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=30) | st.sampled_from(

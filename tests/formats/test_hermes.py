@@ -313,10 +313,10 @@ def test_render_tools_lists_every_tool_and_an_example() -> None:
     for spec in TOOLS:
         assert f"### {spec.name}" in prompt
     assert "city (string, required)" in prompt and "query (string, required)" in prompt
-    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "..."}}\n</tool_call>' in prompt
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "example"}}\n</tool_call>' in prompt
     assert "its own <tool_call></tool_call> tags" in prompt and "at most one tool" in prompt
     example = prompt[prompt.index("For example:") :]
-    assert only(parse(example), ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"..."}')]
+    assert only(parse(example), ToolCallEnd) == [ToolCallEnd(0, "get_weather", '{"city":"example"}')]
 
 
 def test_render_tools_example_uses_the_named_tool() -> None:
@@ -325,7 +325,7 @@ def test_render_tools_example_uses_the_named_tool() -> None:
         "You MUST call the tool `search_docs` now; do not answer directly. "
         "You may call several tools in one turn, one block after another."
     )
-    assert '<tool_call>\n{"name": "search_docs", "arguments": {"query": "..."}}\n</tool_call>' in prompt
+    assert '<tool_call>\n{"name": "search_docs", "arguments": {"query": "example"}}\n</tool_call>' in prompt
 
 
 def test_render_calls_round_trip() -> None:

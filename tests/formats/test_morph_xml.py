@@ -202,7 +202,7 @@ def test_mention_that_never_closes_is_malformed_after_stop() -> None:
 
 def test_prompt_shows_the_syntax_with_a_real_tool() -> None:
     prompt = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), True)
-    assert "<search_docs>\n<query>...</query>\n</search_docs>" in prompt
+    assert "<search_docs>\n<query>example</query>\n</search_docs>" in prompt
     assert "<item>" in prompt and "<tool_response>" in prompt and "several tools" in prompt
 
 

@@ -230,7 +230,7 @@ def test_same_events_for_a_long_split_output() -> None:
 
 def test_prompt_shows_the_syntax_with_a_real_tool() -> None:
     prompt = FORMAT.render_tools(TOOLS, ToolChoice("named", "search_docs"), False)
-    assert "<tool_call>\n<function=search_docs>\n<parameter=query>\n...\n</parameter>" in prompt
+    assert "<tool_call>\n<function=search_docs>\n<parameter=query>\nexample\n</parameter>" in prompt
     assert "<tool_response>" in prompt and "at most one tool" in prompt
 
 
