@@ -409,8 +409,9 @@ class ResponseBuilder(Generic[Item]):
             event = self._respelled(event)
         if self._repeats(event, attempt) and state is None:
             return  # the same call again in one turn: a model writing on in a loop, cut there
-        if state is None and self._copied_example(event):
+        if state is None and self._copied_example(event, attempt):
             self.tally.sanitized += 1  # the prompt's worked example, repeated with the rest of it: no call
+            self._drop_lead_in(out)
             return
         if state is None and call_key(event.name, event.arguments) in self._answered:
             attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
@@ -478,12 +479,30 @@ class ResponseBuilder(Generic[Item]):
         log.info("call %s kept back: the question does not ask for it", event.name)
         return True
 
-    def _copied_example(self, event: ToolCallEnd) -> bool:
-        """A call that is the instructions' worked example, in an attempt that repeated instructions: the
-        model copied the prompt (a genuine call with the example's values comes without an echo)."""
-        if self._filter is None or self._filter.dropped <= self._echoes_before or self._example is None:
+    def _copied_example(self, event: ToolCallEnd, attempt: Attempt) -> bool:
+        """A call that is the instructions' worked example, in an attempt that repeated instructions (an echo, or
+        the line that leads to the example): the model copied the prompt (a genuine call with the example's values
+        comes without either)."""
+        example = self._example
+        if example is None or not example.shows(event.name, event.arguments):
             return False
-        return call_key(event.name, event.arguments) in self._example.call_keys()
+        echoed = self._filter is not None and self._filter.dropped > self._echoes_before
+        return echoed or example.copied_with("".join(attempt.raw))
+
+    def _drop_lead_in(self, out: list[Item]) -> None:
+        """The held text without the instructions' line that leads to the example it ends with ("For example:"):
+        it came with the copied example, toolshim's text."""
+        lead_in = self._example.lead_in() if self._example is not None else ""
+        if not self.buffered:
+            return  # streamed: what the filters hold is judged as the text goes on
+        self._filtered_text(self._flush_filters(), out)  # the call closes the filters' open segment
+        held = "".join(self._held_text).rstrip()
+        if lead_in and held.endswith(lead_in):
+            kept = held[: -len(lead_in)]
+            self._held_text[:] = [kept] if kept.strip() else []
+            attempt_text = "".join(self._attempt_text).rstrip()
+            if attempt_text.endswith(lead_in):  # nor is it the answer of last resort
+                self._attempt_text[:] = [attempt_text[: -len(lead_in)]]
 
     def _placeholder(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """A call with a value the worked example's filler gave (``country: "example"``), while the model can be asked

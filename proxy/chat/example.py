@@ -8,8 +8,10 @@ the model wrote it again 10 times in 12); what the model writes then is taken. A
 definition or the conversation holds (a user who wrote it) is a value like any other, and so is one in a call
 the client demands (``tool_choice`` required or a named function: "I need an event." gives no values to use).
 
-The example calls themselves are read back from the instructions with the format's parser, only when a
-model's echo of the instructions came with a call (``call_keys``).
+A call that *is* the example (its tool and values) is the model's when it comes alone ("switch to eco mode"),
+and toolshim's text when it comes with the instructions: after an echo of them, or after the line that leads
+to the example in the instructions ("For example:"), which a model that repeats the example repeats with it
+(``copied_with``). Each format names the calls its example shows (``ToolFormat.worked_example``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..formats import PLACEHOLDERS, ToolCallEnd, ToolSpec
+from ..formats import PLACEHOLDERS, ToolCallRecord, ToolFormat, ToolSpec
 from .grounding import Grounds, definition_text
 from .repeats import call_key
 
@@ -26,17 +28,22 @@ from .repeats import call_key
 class WorkedExample:
     """The example of toolshim's instructions: its calls (parsed lazily) and the placeholders it fills in."""
 
-    __slots__ = ("_checked", "_conversation", "_keys", "_parse", "_read")
+    __slots__ = ("_calls", "_checked", "_conversation", "_format", "_instructions", "_keys", "_lead_in", "_read")
 
     def __init__(
         self,
-        parse: Callable[[], Sequence[ToolCallEnd]],
+        fmt: ToolFormat,
+        instructions: str,
+        calls: Sequence[tuple[str, Any]],
         conversation: Callable[[], Grounds],
         placeholders_checked: bool = True,
     ) -> None:
-        self._parse = parse  # the instructions through the format's parser (milliseconds: done lazily)
+        self._format = fmt
+        self._instructions = instructions
+        self._calls = calls  # what the example calls: the format's ``worked_example`` of the tools as listed
         self._conversation = conversation  # the client's conversation (built lazily: rarely needed)
-        self._keys: frozenset[str] | None = None
+        self._keys = frozenset(call_key(name, arguments) for name, arguments in calls)
+        self._lead_in: str | None = None  # worked out when a call is the example
         self._read: Grounds | None = None
         self._checked = placeholders_checked  # looked for until the model was asked again about one
 
@@ -44,11 +51,21 @@ class WorkedExample:
         """The model was asked again about a placeholder: no call is held back for one from now on."""
         self._checked = False
 
-    def call_keys(self) -> frozenset[str]:
-        """The example calls (``repeats.call_key``)."""
-        if self._keys is None:
-            self._keys = frozenset(call_key(call.name, call.arguments) for call in self._parse())
-        return self._keys
+    def shows(self, name: str, arguments: str) -> bool:
+        """Whether this call (JSON text arguments) is one the example shows."""
+        return bool(self._keys) and call_key(name, arguments) in self._keys
+
+    def copied_with(self, text: str) -> bool:
+        """Whether ``text`` (what the model wrote) holds the line that leads to the example in the instructions:
+        a call that is the example, written after it, is the example copied."""
+        lead_in = self.lead_in()
+        return bool(lead_in) and lead_in in text
+
+    def lead_in(self) -> str:
+        """The line that leads to the example in the instructions ("For example:"); empty when not found."""
+        if self._lead_in is None:
+            self._lead_in = _line_before(self._instructions, self._format, self._calls)
+        return self._lead_in
 
     def placeholders(self, tool: ToolSpec | None, arguments: str) -> list[str]:
         """The parameters of this call (JSON text) whose value is a placeholder, as ``name="value"``, while a call
@@ -67,6 +84,15 @@ class WorkedExample:
         said = self._read
         kept = [(name, value) for name, value in copied if _folded(value) not in told and not said.has_text(value)]
         return [f"{name}={json.dumps(value)}" for name, value in kept]
+
+
+def _line_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> str:
+    """The last line with words before the example's calls in the instructions ("For example:"); empty when the
+    example is not found as the format renders calls."""
+    records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
+    at = instructions.find(fmt.render_calls(records)) if records else -1
+    lines = [line.strip() for line in instructions[: max(at, 0)].splitlines() if any(c.isalpha() for c in line)]
+    return lines[-1] if at > 0 and lines else ""
 
 
 def _folded(value: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config.fields import compat_messages
 from ..config.rules import ModelRule
-from ..formats import ToolCallEnd, ToolChoice, ToolFormat, ToolSpec
+from ..formats import ToolChoice, ToolFormat, ToolSpec
 from ..formats.defuse import CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD
 from ..formats.history import (
     FOLD_ANSWER,
@@ -27,7 +27,6 @@ from ..formats.history import (
     render_history,
     tool_failure,
 )
-from ..formats.lenient import new_parser
 from ..wire.errors import InvalidRequest
 from .example import WorkedExample
 from .grounding import Grounds, uncovered_mentions
@@ -90,6 +89,7 @@ class EmulationPlan:
     call_body: dict[str, Any] | None = None
     # folded, with ground_arguments: what the question names that no result covers yet (Porto, after Lisbon's)
     uncovered: tuple[str, ...] = ()
+    example_calls: tuple[tuple[str, Any], ...] = ()  # the calls the instructions' worked example shows
 
     @property
     def asks_more(self) -> bool:
@@ -107,14 +107,10 @@ class EmulationPlan:
         return self.tool_choice.mode == "none"
 
     def worked_example(self) -> WorkedExample:
-        """The instructions' worked example: its calls, read by the format's parser only when the model echoed
-        the instructions (parsing the prompt costs milliseconds), and the placeholders it fills in."""
-        return WorkedExample(self._example_calls, self.conversation, self.tool_choice.mode == "auto")
-
-    def _example_calls(self) -> list[ToolCallEnd]:
-        parser = new_parser(self.format, list(self.tools), max(self.max_calls, 8), self.lenient)
-        events = parser.feed(self.instructions) + parser.close("stop")
-        return [event for event in events if isinstance(event, ToolCallEnd)]
+        """The instructions' worked example: the calls it shows, and the placeholders it fills in."""
+        return WorkedExample(
+            self.format, self.instructions, self.example_calls, self.conversation, self.tool_choice.mode == "auto"
+        )
 
     def answering(self) -> EmulationPlan:
         """The plan for a plain answer: no tool instructions, no stop sequences of the format, calls withheld
@@ -227,12 +223,14 @@ def build_plan(
         if rule.tool_order == "relevance":
             listed = listing_order(offered, first_user_text(turn.messages), several_calls=prompted > 1)
         instructions = fmt.render_tools(listed, choice, prompted > 1)
+        example = tuple(fmt.worked_example(listed, choice))
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
         call_history = merge_system_prompt(call_history, instructions) if call_history is not None else None
     else:
         call_history = None
+        example = ()
     body = {k: v for k, v in turn.options.items() if k != "stop"}
     body["model"] = upstream_model
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
@@ -282,6 +280,7 @@ def build_plan(
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
         call_body=call_body,
         uncovered=uncovered if note else (),
+        example_calls=example,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._hermes_markup import CLOSE, OPEN
-from ._prompt import EXAMPLE_TEXT, choice_instruction, describe_tools
+from ._prompt import EXAMPLE_TEXT, NO_TOOL, choice_instruction, describe_tools, example_calls, example_tool
 from .base import ToolCallRecord, ToolChoice, ToolSpec
 
 
@@ -43,8 +43,7 @@ def render_call(name: str, arguments: Any) -> str:
 
 def tools_prompt(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
     """The system-prompt section that describes the tools and how to call them."""
-    named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
-    sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
+    sample = example_tool(tools, tool_choice) or NO_TOOL
     # Qwen2.5's own template wording (what Qwen and Hermes models are trained on) with the shared
     # tool list; the choice sentence last, where small models heed it best.
     return "\n".join(
@@ -73,6 +72,11 @@ def tools_prompt(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: b
             choice_instruction(tool_choice, parallel),
         ]
     )
+
+
+def worked_example(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+    """The example call ``tools_prompt`` shows."""
+    return example_calls(tools, tool_choice, _example_arguments)
 
 
 def render_calls(calls: Sequence[ToolCallRecord]) -> str:

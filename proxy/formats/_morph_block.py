@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._hermes_render import _example_arguments
+from ._prompt import NO_TOOL, example_tool
 from ._qwen3_block import _Finder
 from ._rawvalue import entity_decode, param_schema
 from ._xml_render import _value as _scalar_value
 from ._xml_render import call_arguments, trim_value
-from .base import ToolCallRecord, ToolSpec
+from .base import ToolCallRecord, ToolChoice, ToolSpec
 
 MAX_DEPTH = 32
 MAX_NAME = 100
@@ -283,10 +284,9 @@ def render_calls(calls: Sequence[ToolCallRecord]) -> str:
     return "\n".join(render_call(c.name, call_arguments(c.arguments)) for c in calls)
 
 
-def example_call(tools: Sequence[ToolSpec], named: str | None) -> str:
+def example_call(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> str:
     """A worked example with a real tool: the named one, else the first; its required parameters."""
-    chosen = [t for t in tools if t.name == named] or list(tools)
-    sample = chosen[0] if chosen else ToolSpec("tool_name")
+    sample = example_tool(tools, tool_choice) or NO_TOOL
     return render_call(sample.name, _example_arguments(sample))
 
 

@@ -7,7 +7,7 @@ described is the same for all, so it lives here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .base import ToolChoice, ToolSpec
@@ -20,6 +20,21 @@ from .base import ToolChoice, ToolSpec
 EXAMPLE_TEXT = "example"
 EXAMPLE_ELLIPSIS = "..."  # ReAct's filler
 PLACEHOLDERS = frozenset({EXAMPLE_TEXT, EXAMPLE_ELLIPSIS})
+NO_TOOL = ToolSpec("tool_name")  # what a worked example calls when no tool is offered
+
+
+def example_tool(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> ToolSpec | None:
+    """The tool a worked example calls: the named one (``tool_choice``), else the first listed."""
+    named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
+    return (named or list(tools))[0] if tools else None
+
+
+def example_calls(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, arguments: Callable[[ToolSpec], dict[str, Any]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of a worked example that calls ``example_tool`` with ``arguments`` (``ToolFormat.worked_example``)."""
+    sample = example_tool(tools, tool_choice)
+    return [] if sample is None else [(sample.name, arguments(sample))]
 
 
 def _type_of(schema: Mapping[str, Any]) -> str:

@@ -29,9 +29,10 @@ from typing import Any
 
 from ._args import ToolIndex
 from ._hermes_render import _example_arguments
+from ._prompt import NO_TOOL, example_tool
 from ._rawvalue import typed_arguments
 from ._xml_render import call_arguments, trim_value
-from .base import ToolCallRecord, ToolSpec
+from .base import ToolCallRecord, ToolChoice, ToolSpec
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -187,8 +188,7 @@ def render_calls(calls: Sequence[ToolCallRecord]) -> str:
     return "\n".join(render_call(c.name, call_arguments(c.arguments)) for c in calls)
 
 
-def example_call(tools: Sequence[ToolSpec], named: str | None) -> str:
+def example_call(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> str:
     """A worked example with a real tool: the named one, else the first; its required parameters."""
-    chosen = [t for t in tools if t.name == named] or list(tools)
-    sample = chosen[0] if chosen else ToolSpec("tool_name")
+    sample = example_tool(tools, tool_choice) or NO_TOOL
     return render_call(sample.name, _example_arguments(sample))

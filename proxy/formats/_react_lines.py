@@ -23,7 +23,7 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from ._args import canonical_json, parse_json_lenient
-from ._prompt import EXAMPLE_ELLIPSIS, choice_instruction, describe_tools
+from ._prompt import EXAMPLE_ELLIPSIS, NO_TOOL, choice_instruction, describe_tools, example_tool
 from ._text import MAX_HOLDBACK, TextKind
 from .base import ToolChoice, ToolSpec
 
@@ -203,7 +203,7 @@ def arguments_line(arguments: str) -> str:
 
 def prompt_text(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
     """The system-prompt instructions: the tools, the choice, the line syntax and one worked example."""
-    example = tools[0] if tools else ToolSpec("tool_name")
+    example = example_tool(tools, tool_choice) or NO_TOOL
     several = (
         "To call several tools at once, write one Action / Action Input pair after another, then stop.\n"
         if parallel

@@ -218,6 +218,11 @@ class ToolFormat(Protocol):
         """The system-prompt instructions: tool schemas, the choice, one worked example."""
         ...
 
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        """The calls (name, arguments) of the worked example ``render_tools`` shows, those of the request's tools:
+        a model that repeats the instructions repeats them too, and such a call is toolshim's text, not the user's."""
+        ...
+
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         """An assistant's earlier tool calls, in the syntax the model is asked to write."""
         ...

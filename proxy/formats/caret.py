@@ -60,7 +60,7 @@ from ._caret_header import BLOCK_SCALARS, Header
 from ._guard import CallOpener, guard
 from ._hermes_render import _example_arguments
 from ._machine import StepParser
-from ._prompt import choice_instruction, describe_tools
+from ._prompt import NO_TOOL, choice_instruction, describe_tools, example_calls, example_tool
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
 from .base import (
     CallGrammar,
@@ -476,11 +476,13 @@ class CaretFormat:
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         # The worked example calls a real tool (the named one, else the first): on BFCL the local model copied
         # an invented example tool's block word for word, and a copy of a real call is at least a call.
-        named = [t for t in tools if tool_choice.mode == "named" and t.name == tool_choice.name]
-        sample = (named or list(tools))[0] if tools else ToolSpec("tool_name")
+        sample = example_tool(tools, tool_choice) or NO_TOOL
         example = "Example:\n" + render_block(sample.name, _example_arguments(sample))
         parts = ["# Tools", describe_tools(tools), choice_instruction(tool_choice, parallel), _SYNTAX, example]
         return "\n\n".join(parts)
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return example_calls(tools, tool_choice, _example_arguments)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         blocks = []

@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots, truncated
 from ._guard import CallOpener, guard
@@ -74,7 +75,7 @@ from ._hermes_markup import (
     tag_at,
     text_tag,
 )
-from ._hermes_render import render_calls, tools_prompt
+from ._hermes_render import render_calls, tools_prompt, worked_example
 from ._jsonscan import OUTSIDE_BARE, OUTSIDE_BLOCK, Scan
 from ._text import MAX_HOLDBACK, EventBuffer, find_first, partial_marker_len
 from .base import (
@@ -571,6 +572,9 @@ class HermesFormat:
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         return tools_prompt(tools, tool_choice, parallel)
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return worked_example(tools, tool_choice)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return render_calls(calls)

@@ -42,12 +42,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
+from ._hermes_render import _example_arguments
 from ._machine import StepParser
 from ._morph_block import RESPONSE, SYNTAX, TAG, decode_element, example_call, render_calls
-from ._prompt import choice_instruction, describe_tools
+from ._prompt import choice_instruction, describe_tools, example_calls
 from ._tagprose import THINK, THINK_END, TagProse, held_back
 from ._text import EventBuffer
 from .base import CallGrammar, Event, FinishReason, StreamParser, ToolCallRecord, ToolChoice, ToolSpec
@@ -264,16 +266,18 @@ class MorphXmlFormat:
     grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        named = tool_choice.name if tool_choice.mode == "named" else None
         return "\n\n".join(
             (
                 "# Tools\n\nYou can call these tools:",
                 describe_tools(tools),
                 "# How to call a tool\n\n" + SYNTAX,
-                "Example:\n" + example_call(tools, named),
+                "Example:\n" + example_call(tools, tool_choice),
                 choice_instruction(tool_choice, parallel),
             )
         )
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return example_calls(tools, tool_choice, _example_arguments)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return render_calls(calls)

@@ -49,7 +49,7 @@ from ._guard import CallOpener, guard
 from ._hermes_markup import RESPONSE, RESPONSE_END
 from ._hermes_render import _example_arguments
 from ._machine import StepParser
-from ._prompt import choice_instruction, describe_tools
+from ._prompt import choice_instruction, describe_tools, example_calls
 from ._pythonic_grammar import PYTHONIC_GRAMMAR
 from ._pythonic_values import decode_arguments, render_list
 from ._text import MAX_HOLDBACK, EventBuffer, partial_marker_len
@@ -483,6 +483,9 @@ class PythonicFormat:
             named = next((t for t in tools if t.name == tool_choice.name), ToolSpec(str(tool_choice.name)))
             parts.append("Call it like this:\n" + render_list([(named.name, _example_arguments(named))]))
         return "\n\n".join([*parts, choice_instruction(tool_choice, parallel, _SEVERAL)])
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return example_calls(tools, tool_choice, _example_arguments) if tool_choice.mode == "named" else []
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return render_list([(call.name, _arguments_of(call)) for call in calls])

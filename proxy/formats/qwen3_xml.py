@@ -49,12 +49,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
 from ._hermes_markup import RESPONSE, RESPONSE_END
+from ._hermes_render import _example_arguments
 from ._machine import StepParser
-from ._prompt import choice_instruction, describe_tools
+from ._prompt import choice_instruction, describe_tools, example_calls
 from ._qwen3_block import (
     CLOSE,
     FUNCTION,
@@ -324,17 +326,19 @@ class Qwen3XmlFormat:
     grammar: CallGrammar | None = None  # no grammar: its calls go unconstrained
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
-        named = tool_choice.name if tool_choice.mode == "named" else None
         return "\n\n".join(
             (
                 "# Tools\n\nYou have access to the following functions:\n\n<tools>\n"
                 + describe_tools(tools)
                 + "\n</tools>",
                 SYNTAX,
-                "For example:\n" + example_call(tools, named),
+                "For example:\n" + example_call(tools, tool_choice),
                 choice_instruction(tool_choice, parallel),
             )
         )
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return example_calls(tools, tool_choice, _example_arguments)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return render_calls(calls)

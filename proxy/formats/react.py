@@ -57,10 +57,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots, truncated
 from ._guard import CallOpener, guard
 from ._machine import StepParser
+from ._prompt import example_calls
 from ._react_lines import (
     COMMENT_END,
     FENCE,
@@ -80,6 +82,7 @@ from ._react_lines import (
     arguments_line,
     classify_line,
     clean_name,
+    example_arguments,
     has_call_line,
     input_arguments,
     prompt_text,
@@ -578,6 +581,9 @@ class ReactFormat:
 
     def render_tools(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
         return prompt_text(tools, tool_choice, parallel)
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return example_calls(tools, tool_choice, example_arguments)
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return "\n".join(f"Action: {c.name}\nAction Input: {arguments_line(c.arguments)}" for c in calls)

@@ -49,6 +49,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, auto
+from typing import Any
 
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
@@ -380,6 +381,9 @@ class XmlFormat:
                 choice_instruction(tool_choice, parallel),
             )
         )
+
+    def worked_example(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> list[tuple[str, dict[str, Any]]]:
+        return []  # its example calls a made-up tool (``save_note``): no call of the request
 
     def render_calls(self, calls: Sequence[ToolCallRecord]) -> str:
         return "\n".join(render_call(c.name, call_arguments(c.arguments)) for c in calls)
