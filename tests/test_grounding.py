@@ -335,6 +335,61 @@ async def test_a_broken_call_without_the_made_up_call_s_tool_is_repaired_before_
     assert "battery_level" in third["messages"][-1]["content"]  # the repair names the broken call
 
 
+FLIGHTS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search_flights",
+            "description": "Flights between two cities, with their ids and prices.",
+            "parameters": {
+                "type": "object",
+                "required": ["origin", "destination"],
+                "properties": {"origin": {"type": "string"}, "destination": {"type": "string"}},
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "book_flight",
+            "description": "Book a flight by its id.",
+            "parameters": {
+                "type": "object",
+                "required": ["flight_id"],
+                "properties": {"flight_id": {"type": "string"}},
+            },
+        },
+    },
+]
+
+
+# morph_xml reads an element named after no tool as text, not as a broken call: there the attempt has no call
+@pytest.mark.parametrize("fmt", [name for name in FORMAT_NAMES if name != "morph_xml"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_no_near_miss_name_reaches_the_tool_withheld_for_a_made_up_call(
+    start_proxy, fake_upstream, fmt: str, stream: bool
+) -> None:
+    """``book_flight("12345")`` made up; without ``book_flight`` the model wrote ``book_flights`` with the search's
+    arguments (the loop benchmark's cheapest-flight task). The plural resolved to the withheld tool, and its repair
+    asked for a ``flight_id``: the model invented one. Now the name is unknown there, the repair names the tools
+    offered, and the search the model then writes is the call."""
+    proxy = await start_proxy(models=grounded(fmt))
+    route = {"origin": "Oslo", "destination": "Rome"}
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(call_text(fmt, "book_flight", {"flight_id": "12345"})))),
+        Reply(pieces=text_stream(pieces(call_text(fmt, "book_flights", route)))),
+        Reply(pieces=text_stream(pieces(call_text(fmt, "search_flights", route)))),
+    )
+    asked = [{"role": "user", "content": "Book the cheapest flight from Oslo to Rome."}]
+    result = await ask(proxy, stream, messages=asked, tools=FLIGHTS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert made["function"]["name"] == "search_flights" and json.loads(made["function"]["arguments"]) == route
+    first, second, third = fake_upstream.requests
+    assert "book_flight" in offered(first) and "book_flight" not in offered(second)
+    repair = str(third["messages"][-1]["content"])
+    assert "book_flights" in repair and "search_flights" in repair and "flight_id" not in repair
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_made_up_call_for_a_question_no_tool_relates_to_gets_a_plain_answer(
     start_proxy, fake_upstream, stream: bool

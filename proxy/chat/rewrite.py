@@ -243,7 +243,7 @@ def build_plan(
     if enforced:
         body["stop"] = enforced[: rule.max_stop_sequences]
     call_body = {**body, "messages": call_history} if call_history is not None else None
-    parse_tools = turn.tools if choice.mode == "none" or withheld else tuple(offered)
+    parse_tools = turn.tools if choice.mode == "none" else _parse_tools(turn.tools, offered, withheld)
     fold_texts = (FOLD_HEADER, fold_next, fold_answer, *([call_ending] if call_ending else []))
     wrappers = _wrappers(fmt, turn, history, fold_texts if folded else None)
     ends_with_results = bool(turn.messages) and turn.messages[-1].get("role") in ("tool", "function")
@@ -282,6 +282,16 @@ def build_plan(
         uncovered=uncovered if note else (),
         example_calls=example,
     )
+
+
+def _parse_tools(
+    tools: Sequence[ToolSpec], offered: Sequence[ToolSpec], withheld: frozenset[str]
+) -> tuple[ToolSpec, ...]:
+    """The tools the parser reads calls of: those offered, and those withheld under their exact names only (a call
+    of one is kept out; "book_flights" with search_flights offered is no call of the withheld book_flight)."""
+    if not withheld:
+        return tuple(offered)
+    return tuple(replace(tool, exact_only=True) if tool.name in withheld else tool for tool in tools)
 
 
 def _upstream_messages(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:

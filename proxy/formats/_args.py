@@ -168,6 +168,7 @@ class ToolIndex:
         self.tools: dict[str, ToolSpec] = {}
         for spec in tools:
             self.tools.setdefault(spec.name, spec)
+        self._guessable = [name for name, spec in self.tools.items() if not spec.exact_only]  # near misses reach
         self._levels: list[tuple[Callable[[str], str], dict[str, list[str]], tuple[str, ...]]] = [
             (key, self._group(key), repairs)
             for key, repairs in (
@@ -179,7 +180,7 @@ class ToolIndex:
         ]
         folded = {_fold(name) for name in self.tools}
         self._actions: dict[str, list[str]] = {}
-        for name in self.tools:
+        for name in self._guessable:
             if (action := _action(name)) is not None:
                 self._actions.setdefault(action, []).append(name)
                 folded.add(action.replace("_", ""))  # written under another namespace, or none
@@ -196,7 +197,7 @@ class ToolIndex:
 
     def _group(self, key: Callable[[str], str]) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
-        for name in self.tools:
+        for name in self._guessable:
             groups.setdefault(key(name), []).append(name)
         return groups
 
@@ -247,9 +248,9 @@ class ToolIndex:
         found, _ = self._lookup(name)
         if len(found) > 1:
             return f"ambiguous tool name {shown!r}: could be {', '.join(sorted(found))}"
-        if not self.tools:
+        names = self._guessable
+        if not names:
             return f"unknown tool {shown!r}; no tools are available"
-        names = list(self.tools)
         listed = ", ".join(names[:_MAX_SHOWN_TOOLS]) + (", …" if len(names) > _MAX_SHOWN_TOOLS else "")
         return f"unknown tool {shown!r}; available: {listed}"
 

@@ -54,6 +54,9 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    # not offered in this attempt (withheld after a made-up call): a call of it is read only under its exact name,
+    # and no near miss resolves to it ("book_flights" for the withheld book_flight, when search_flights is offered)
+    exact_only: bool = False
 
     @classmethod
     def from_openai(cls, tool: Mapping[str, Any]) -> ToolSpec:

@@ -7,6 +7,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -238,6 +239,18 @@ def test_a_plural_never_stands_for_two_tools_or_another_word() -> None:
     assert idx.resolve("get-itemss") == (None, ())
     assert idx.resolve("list_classes") == (None, ())  # "classes" is no plain plural "s"
     assert ToolIndex([tool("get_item"), tool("get_items")]).resolve("Get_Itemz") == (None, ())
+
+
+def test_a_tool_read_only_under_its_exact_name_takes_no_near_miss() -> None:
+    """A tool withheld from an attempt (``exact_only``): its exact name is still read (the call is kept out), but
+    no near miss reaches it, and the tools a re-ask lists are those offered."""
+    withheld = replace(tool("book_flight"), exact_only=True)
+    idx = ToolIndex([tool("search_flights"), withheld, replace(tool("Travel_1_BookHotel"), exact_only=True)])
+    assert idx.resolve("book_flight") == ("book_flight", ())
+    for near in ("book_flights", "Book_Flight", "book-flight", "BookHotel", "Media_2_BookHotel"):
+        assert idx.resolve(near) == (None, ()), near
+    assert idx.describe_unresolved("book_flights") == "unknown tool 'book_flights'; available: search_flights"
+    assert ToolIndex([withheld]).describe_unresolved("x") == "unknown tool 'x'; no tools are available"
 
 
 def test_an_ambiguous_action_is_named_so() -> None:
