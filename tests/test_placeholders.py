@@ -140,7 +140,7 @@ TOOL = ToolSpec("lookup", "Look up a code, e.g. ZX-9.", {"properties": {"code": 
 
 
 def example(said: str = "") -> WorkedExample:
-    return WorkedExample(get_format("hermes"), "", (), lambda: Grounds([said]))
+    return WorkedExample(get_format("hermes"), "", tuple, lambda: Grounds([said]))
 
 
 def test_only_toolshim_s_filler_is_a_placeholder() -> None:
@@ -166,7 +166,7 @@ def test_the_conversation_is_read_only_for_a_filler_and_the_check_ends_once_aske
         read.append(1)
         return Grounds(())
 
-    shown = WorkedExample(get_format("hermes"), "", (), conversation)
+    shown = WorkedExample(get_format("hermes"), "", tuple, conversation)
     assert shown.placeholders(TOOL, '{"code": "Oslo"}') == [] and read == []
     assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == [f'code="{FILLER}"'] and read == [1]
     shown.trust_placeholders()

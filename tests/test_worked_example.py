@@ -79,8 +79,7 @@ async def test_an_echoed_example_call_is_no_call(start_proxy, fake_upstream, fmt
     assert not message.get("tool_calls"), message["tool_calls"]
     shown = message["content"] or ""
     assert "set_thermostat" not in shown
-    if not stream and fmt != "react":  # read whole, the line that led to the example goes with it (ReAct's is a
-        # Thought, and streamed text before the call is judged before the call is known: both left)
+    if fmt != "react":  # the line that led to the example goes with it (ReAct's leading line is a Thought: left)
         assert "xample" not in shown, shown
 
 
@@ -93,3 +92,29 @@ async def test_the_same_call_without_an_echo_is_the_models(start_proxy, fake_ups
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert made["function"]["name"] == "set_thermostat"
     assert json.loads(made["function"]["arguments"]) == {"mode": "eco"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_that_only_starts_like_the_leading_line_is_the_answer(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Held while it may be the line that leads to the example, a streamed answer goes on whole."""
+    proxy = await start_proxy(models=emulated("hermes"))
+    answer = "For example, the living room is at 21 degrees."
+    fake_upstream.script(Reply(pieces=text_stream(pieces(answer, size=3))))
+    result = await ask(proxy, stream, messages=ASKED, tools=[THERMOSTAT, WEATHER])
+    assert result["choices"][0]["message"]["content"] == answer
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_leading_line_before_another_call_is_the_model_s_text(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes"))
+    text = "For example:\n" + call_text("hermes", "get_weather", {"city": "Oslo"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(text))))
+    asked = [{"role": "user", "content": "Is it warm in Oslo?"}]
+    result = await ask(proxy, stream, messages=asked, tools=[THERMOSTAT, WEATHER])
+    message = result["choices"][0]["message"]
+    assert [call["function"]["name"] for call in message["tool_calls"]] == ["get_weather"]
+    assert (message["content"] or "").strip() == "For example:"

@@ -144,6 +144,7 @@ class ResponseBuilder(Generic[Item]):
         # sentence talks about a tool ("The next tool you need is `get_flight_status`."): it may be asked again
         self._watch_talk = folded and bool(tools)
         self._first_sentence = self._watch_talk
+        self._lead_in_open = not buffered and example is not None  # see _holds_lead_in
         self._talking = False
         # what the question also asks about that no result covers, while the model can be asked for its call: a
         # streamed first sentence that names none of it is held with the rest of the attempt (``forgets_the_rest``)
@@ -202,6 +203,7 @@ class ResponseBuilder(Generic[Item]):
         if self.buffered:
             self._held_text.clear()
         self._first_sentence, self._talking = self._watch_talk and not self.calls_withdrawn, False
+        self._lead_in_open = not self.buffered and self._example is not None and not self.calls_withdrawn
         sent = "".join(self._sent_text)
         self._echo = Repetition(sent) if sent.strip() and not self.buffered else None
 
@@ -346,7 +348,23 @@ class ResponseBuilder(Generic[Item]):
                 return
             text = "".join(self._held_text)  # a first sentence about no tool: it and what follows stream
             self._held_text.clear()
+        if self._lead_in_open and self._holds_lead_in(text):
+            self._held_text.append(text)
+            return
+        if self._held_text:  # the start of the example's leading line, and the text did not go on as it
+            text = "".join(self._held_text) + text
+            self._held_text.clear()
         self._send_text(text, out)
+
+    def _holds_lead_in(self, text: str) -> bool:
+        """Streamed, the attempt's opening text that may be the instructions' line leading to their example ("For
+        example:") waits for what follows: the example copied drops it (``_drop_lead_in``); anything else sends it
+        on, and the rest of the attempt is not looked at."""
+        pending = ("".join(self._held_text) + text).strip()
+        if not pending:
+            return bool(self._held_text)
+        self._lead_in_open = self._example is not None and self._example.may_lead_in(pending)
+        return self._lead_in_open
 
     def _first_sentence_read(self) -> bool:
         """Whether the held first sentence of a streamed answer has ended (or grown past the cap); when it
@@ -493,8 +511,6 @@ class ResponseBuilder(Generic[Item]):
         """The held text without the instructions' line that leads to the example it ends with ("For example:"):
         it came with the copied example, toolshim's text."""
         lead_in = self._example.lead_in() if self._example is not None else ""
-        if not self.buffered:
-            return  # streamed: what the filters hold is judged as the text goes on
         self._filtered_text(self._flush_filters(), out)  # the call closes the filters' open segment
         held = "".join(self._held_text).rstrip()
         if lead_in and held.endswith(lead_in):

@@ -34,7 +34,7 @@ class WorkedExample:
         self,
         fmt: ToolFormat,
         instructions: str,
-        calls: Sequence[tuple[str, Any]],
+        calls: Callable[[], Sequence[tuple[str, Any]]],
         conversation: Callable[[], Grounds],
         placeholders_checked: bool = True,
     ) -> None:
@@ -42,7 +42,7 @@ class WorkedExample:
         self._instructions = instructions
         self._calls = calls  # what the example calls: the format's ``worked_example`` of the tools as listed
         self._conversation = conversation  # the client's conversation (built lazily: rarely needed)
-        self._keys = frozenset(call_key(name, arguments) for name, arguments in calls)
+        self._keys: frozenset[str] | None = None  # worked out for the first call written
         self._lead_in: str | None = None  # worked out when a call is the example
         self._read: Grounds | None = None
         self._checked = placeholders_checked  # looked for until the model was asked again about one
@@ -53,7 +53,14 @@ class WorkedExample:
 
     def shows(self, name: str, arguments: str) -> bool:
         """Whether this call (JSON text arguments) is one the example shows."""
+        if self._keys is None:
+            self._keys = frozenset(call_key(name, arguments) for name, arguments in self._calls())
         return bool(self._keys) and call_key(name, arguments) in self._keys
+
+    def may_lead_in(self, text: str) -> bool:
+        """Whether ``text`` may open the line that leads to the example: it opens a line of the instructions (a
+        C-speed check first, so that an ordinary answer costs nothing more) and starts that line."""
+        return "\n" + text in self._instructions and self.lead_in().startswith(text)
 
     def copied_with(self, text: str) -> bool:
         """Whether ``text`` (what the model wrote) holds the line that leads to the example in the instructions:
@@ -64,7 +71,7 @@ class WorkedExample:
     def lead_in(self) -> str:
         """The line that leads to the example in the instructions ("For example:"); empty when not found."""
         if self._lead_in is None:
-            self._lead_in = _line_before(self._instructions, self._format, self._calls)
+            self._lead_in = _line_before(self._instructions, self._format, self._calls())
         return self._lead_in
 
     def placeholders(self, tool: ToolSpec | None, arguments: str) -> list[str]:
@@ -90,9 +97,14 @@ def _line_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, 
     """The last line with words before the example's calls in the instructions ("For example:"); empty when the
     example is not found as the format renders calls."""
     records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
-    at = instructions.find(fmt.render_calls(records)) if records else -1
-    lines = [line.strip() for line in instructions[: max(at, 0)].splitlines() if any(c.isalpha() for c in line)]
-    return lines[-1] if at > 0 and lines else ""
+    end = instructions.find(fmt.render_calls(records)) if records else -1
+    while end > 0:  # walk back line by line (the example sits at the prompt's end: a few lines)
+        start = instructions.rfind("\n", 0, end - 1) + 1
+        line = instructions[start:end].strip()
+        if any(c.isalpha() for c in line):
+            return line
+        end = start
+    return ""
 
 
 def _folded(value: str) -> str:

@@ -89,7 +89,8 @@ class EmulationPlan:
     call_body: dict[str, Any] | None = None
     # folded, with ground_arguments: what the question names that no result covers yet (Porto, after Lisbon's)
     uncovered: tuple[str, ...] = ()
-    example_calls: tuple[tuple[str, Any], ...] = ()  # the calls the instructions' worked example shows
+    # the calls the instructions' worked example shows (worked out when a call or a text may copy it)
+    example_calls: Callable[[], Sequence[tuple[str, Any]]] = field(default=tuple, compare=False, repr=False)
 
     @property
     def asks_more(self) -> bool:
@@ -223,14 +224,14 @@ def build_plan(
         if rule.tool_order == "relevance":
             listed = listing_order(offered, first_user_text(turn.messages), several_calls=prompted > 1)
         instructions = fmt.render_tools(listed, choice, prompted > 1)
-        example = tuple(fmt.worked_example(listed, choice))
+        example: Callable[[], Sequence[tuple[str, Any]]] = lambda: fmt.worked_example(listed, choice)  # noqa: E731
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
         call_history = merge_system_prompt(call_history, instructions) if call_history is not None else None
     else:
         call_history = None
-        example = ()
+        example = tuple
     body = {k: v for k, v in turn.options.items() if k != "stop"}
     body["model"] = upstream_model
     # All of them are enforced on the output (servers may ignore ``stop``); the upstream gets what fits.
