@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.chat.example import opening_at_end
 from toolshim.formats import FORMATS, ToolChoice, ToolSpec, get_format
 
 from tests.fakes import Reply, text_stream
@@ -79,8 +80,7 @@ async def test_an_echoed_example_call_is_no_call(start_proxy, fake_upstream, fmt
     assert not message.get("tool_calls"), message["tool_calls"]
     shown = message["content"] or ""
     assert "set_thermostat" not in shown
-    if fmt != "react":  # the line that led to the example goes with it (ReAct's leading line is a Thought: left)
-        assert "xample" not in shown, shown
+    assert "xample" not in shown, shown  # the lines that led to the example go with it
 
 
 @pytest.mark.parametrize("fmt", WITH_EXAMPLE)
@@ -118,3 +118,22 @@ async def test_the_leading_line_before_another_call_is_the_model_s_text(
     message = result["choices"][0]["message"]
     assert [call["function"]["name"] for call in message["tool_calls"]] == ["get_weather"]
     assert (message["content"] or "").strip() == "For example:"
+
+
+REACT_LEAD_IN = "Example (placeholder values):\nThought: I need to use a tool."
+
+
+@pytest.mark.parametrize(
+    ("text", "lead_in", "kept"),
+    [
+        ("Sure.\nFor example:", "For example:", "Sure.\n"),
+        ("For example:\n", "For example:", ""),
+        ("Example (placeholder values):", REACT_LEAD_IN, ""),  # its Thought went to reasoning
+        ("Example (placeholder values):\n  Thought: I need to use a tool.\n", REACT_LEAD_IN, ""),
+        ("For the weather, see below.", "For example:", "For the weather, see below."),
+        ("Let me say For", "For example:", "Let me say For"),  # only whole lines
+        ("anything", "", "anything"),
+    ],
+)
+def test_the_lines_leading_to_the_example_are_cut_from_the_end_of_a_text(text: str, lead_in: str, kept: str) -> None:
+    assert text[: opening_at_end(text, lead_in)] == kept

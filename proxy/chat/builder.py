@@ -34,7 +34,7 @@ from ..formats.base import FinishReason
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
-from .example import WorkedExample
+from .example import WorkedExample, opening_at_end
 from .grounding import Grounds, names_none_of
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls
@@ -508,17 +508,14 @@ class ResponseBuilder(Generic[Item]):
         return echoed or example.copied_with("".join(attempt.raw))
 
     def _drop_lead_in(self, out: list[Item]) -> None:
-        """The held text without the instructions' line that leads to the example it ends with ("For example:"):
-        it came with the copied example, toolshim's text."""
+        """The held text without the instructions' lines that lead to the example it ends with ("For example:"):
+        they came with the copied example, toolshim's text (nor are they the answer of last resort)."""
         lead_in = self._example.lead_in() if self._example is not None else ""
         self._filtered_text(self._flush_filters(), out)  # the call closes the filters' open segment
-        held = "".join(self._held_text).rstrip()
-        if lead_in and held.endswith(lead_in):
-            kept = held[: -len(lead_in)]
-            self._held_text[:] = [kept] if kept.strip() else []
-            attempt_text = "".join(self._attempt_text).rstrip()
-            if attempt_text.endswith(lead_in):  # nor is it the answer of last resort
-                self._attempt_text[:] = [attempt_text[: -len(lead_in)]]
+        for texts in (self._held_text, self._attempt_text):
+            text = "".join(texts)
+            kept = text[: opening_at_end(text, lead_in)]
+            texts[:] = [kept] if kept.strip() else []
 
     def _placeholder(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """A call with a value the worked example's filler gave (``country: "example"``), while the model can be asked

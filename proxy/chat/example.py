@@ -24,6 +24,8 @@ from ..formats import PLACEHOLDERS, ToolCallRecord, ToolFormat, ToolSpec
 from .grounding import Grounds, definition_text
 from .repeats import call_key
 
+MAX_LEAD_IN_LINES = 3  # the lines before the example that lead to it, at most
+
 
 class WorkedExample:
     """The example of toolshim's instructions: its calls (parsed lazily) and the placeholders it fills in."""
@@ -71,7 +73,7 @@ class WorkedExample:
     def lead_in(self) -> str:
         """The line that leads to the example in the instructions ("For example:"); empty when not found."""
         if self._lead_in is None:
-            self._lead_in = _line_before(self._instructions, self._format, self._calls())
+            self._lead_in = _lines_before(self._instructions, self._format, self._calls())
         return self._lead_in
 
     def placeholders(self, tool: ToolSpec | None, arguments: str) -> list[str]:
@@ -93,18 +95,39 @@ class WorkedExample:
         return [f"{name}={json.dumps(value)}" for name, value in kept]
 
 
-def _line_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> str:
-    """The last line with words before the example's calls in the instructions ("For example:"); empty when the
-    example is not found as the format renders calls."""
+def _lines_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> str:
+    """The lines that lead to the example's calls in the instructions, back to a blank line ("For example:";
+    ReAct's "Example (placeholder values):" and its Thought), stripped; empty when the example is not found as the
+    format renders calls."""
     records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
     end = instructions.find(fmt.render_calls(records)) if records else -1
-    while end > 0:  # walk back line by line (the example sits at the prompt's end: a few lines)
+    lines: list[str] = []
+    while end > 0 and len(lines) < MAX_LEAD_IN_LINES:  # walk back line by line (the example ends the prompt)
         start = instructions.rfind("\n", 0, end - 1) + 1
         line = instructions[start:end].strip()
-        if any(c.isalpha() for c in line):
-            return line
+        if not line and lines:
+            break
+        if line:
+            lines.insert(0, line)
         end = start
-    return ""
+    return "\n".join(lines) if any(c.isalpha() for line in lines for c in line) else ""
+
+
+def opening_at_end(text: str, lead_in: str) -> int:
+    """Where the end of ``text`` that is ``lead_in``, or the opening of it, starts (at a line start; the lines
+    stripped); ``len(text)`` when there is none. A model's copy of the lines that lead to the example loses the
+    parts its parser took as reasoning (ReAct's Thought), so an opening counts."""
+    if not lead_in:
+        return len(text)
+    found, start = len(text), len(text)
+    for _ in range(MAX_LEAD_IN_LINES + 1):  # the lines at the end, longest tail last
+        start = text.rfind("\n", 0, max(start - 1, 0)) + 1
+        tail = "\n".join(line.strip() for line in text[start:].strip().splitlines())
+        if tail and lead_in.startswith(tail):
+            found = start
+        if start == 0:
+            break
+    return found
 
 
 def _folded(value: str) -> str:
