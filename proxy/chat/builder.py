@@ -351,13 +351,13 @@ class ResponseBuilder(Generic[Item]):
         if self._lead_in_open and self._holds_lead_in(text):
             self._held_text.append(text)
             return
-        if self._held_text:  # the start of the example's leading line, and the text did not go on as it
+        if self._held_text:  # the opening of the example's leading lines, and the text did not go on as they do
             text = "".join(self._held_text) + text
             self._held_text.clear()
         self._send_text(text, out)
 
     def _holds_lead_in(self, text: str) -> bool:
-        """Streamed, the attempt's opening text that may be the instructions' line leading to their example ("For
+        """Streamed, the attempt's opening text that may be the instructions' lines leading to their example ("For
         example:") waits for what follows: the example copied drops it (``_drop_lead_in``); anything else sends it
         on, and the rest of the attempt is not looked at."""
         pending = ("".join(self._held_text) + text).strip()
@@ -499,7 +499,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _copied_example(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """A call that is the instructions' worked example, in an attempt that repeated instructions (an echo, or
-        the line that leads to the example): the model copied the prompt (a genuine call with the example's values
+        the lines that lead to the example): the model copied the prompt (a genuine call with the example's values
         comes without either)."""
         example = self._example
         if example is None or not example.shows(event.name, event.arguments):

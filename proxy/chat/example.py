@@ -9,9 +9,10 @@ definition or the conversation holds (a user who wrote it) is a value like any o
 the client demands (``tool_choice`` required or a named function: "I need an event." gives no values to use).
 
 A call that *is* the example (its tool and values) is the model's when it comes alone ("switch to eco mode"),
-and toolshim's text when it comes with the instructions: after an echo of them, or after the line that leads
+and toolshim's text when it comes with the instructions: after an echo of them, or after the lines that lead
 to the example in the instructions ("For example:"), which a model that repeats the example repeats with it
-(``copied_with``). Each format names the calls its example shows (``ToolFormat.worked_example``).
+(``copied_with``); those lines go with it (``lead_in``, ``opening_at_end``). Each format names the calls its
+example shows (``ToolFormat.worked_example``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ MAX_LEAD_IN_LINES = 3  # the lines before the example that lead to it, at most
 
 
 class WorkedExample:
-    """The example of toolshim's instructions: its calls (parsed lazily) and the placeholders it fills in."""
+    """The example of toolshim's instructions: its calls, the lines that lead to it (both worked out lazily) and
+    the placeholders it fills in."""
 
     __slots__ = ("_calls", "_checked", "_conversation", "_format", "_instructions", "_keys", "_lead_in", "_read")
 
@@ -45,7 +47,7 @@ class WorkedExample:
         self._calls = calls  # what the example calls: the format's ``worked_example`` of the tools as listed
         self._conversation = conversation  # the client's conversation (built lazily: rarely needed)
         self._keys: frozenset[str] | None = None  # worked out for the first call written
-        self._lead_in: str | None = None  # worked out when a call is the example
+        self._lead_in: str | None = None  # worked out when a call is the example, or a stream may open with it
         self._read: Grounds | None = None
         self._checked = placeholders_checked  # looked for until the model was asked again about one
 
@@ -60,18 +62,18 @@ class WorkedExample:
         return bool(self._keys) and call_key(name, arguments) in self._keys
 
     def may_lead_in(self, text: str) -> bool:
-        """Whether ``text`` may open the line that leads to the example: it opens a line of the instructions (a
-        C-speed check first, so that an ordinary answer costs nothing more) and starts that line."""
+        """Whether ``text`` may open the lines that lead to the example: it opens a line of the instructions (a
+        C-speed check first, so that an ordinary answer costs nothing more) and starts those lines."""
         return "\n" + text in self._instructions and self.lead_in().startswith(text)
 
     def copied_with(self, text: str) -> bool:
-        """Whether ``text`` (what the model wrote) holds the line that leads to the example in the instructions:
-        a call that is the example, written after it, is the example copied."""
+        """Whether ``text`` (what the model wrote) holds the lines that lead to the example in the instructions:
+        a call that is the example, written after them, is the example copied."""
         lead_in = self.lead_in()
         return bool(lead_in) and lead_in in text
 
     def lead_in(self) -> str:
-        """The line that leads to the example in the instructions ("For example:"); empty when not found."""
+        """The lines that lead to the example in the instructions ("For example:"); empty when not found."""
         if self._lead_in is None:
             self._lead_in = _lines_before(self._instructions, self._format, self._calls())
         return self._lead_in

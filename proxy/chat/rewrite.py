@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ..config.fields import compat_messages
@@ -224,7 +225,7 @@ def build_plan(
         if rule.tool_order == "relevance":
             listed = listing_order(offered, first_user_text(turn.messages), several_calls=prompted > 1)
         instructions = fmt.render_tools(listed, choice, prompted > 1)
-        example: Callable[[], Sequence[tuple[str, Any]]] = lambda: fmt.worked_example(listed, choice)  # noqa: E731
+        example: Callable[[], Sequence[tuple[str, Any]]] = partial(fmt.worked_example, listed, choice)
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
