@@ -19,6 +19,7 @@ from toolshim.chat.example import opening_at_end
 from toolshim.formats import FORMATS, ToolChoice, ToolSpec, get_format
 
 from tests.fakes import Reply, text_stream
+from tests.formats.tools import OPENAI_TOOLS
 from tests.test_emulation import ask, call_text, emulated, pieces
 
 THERMOSTAT: dict[str, Any] = {
@@ -33,14 +34,7 @@ THERMOSTAT: dict[str, Any] = {
         },
     },
 }
-WEATHER: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+WEATHER = OPENAI_TOOLS["get_weather"]
 ASKED = [{"role": "user", "content": "Is it warm enough at home?"}]
 SPECS = [ToolSpec.from_openai(THERMOSTAT), ToolSpec.from_openai(WEATHER)]
 WITH_EXAMPLE = ("caret", "hermes", "morph_xml", "qwen3_xml", "react")

@@ -161,6 +161,7 @@ class ResponseBuilder(Generic[Item]):
         model writes are withheld, also those written as plain lines, and repeats need no answering."""
         self.calls_withdrawn = True
         self._first_sentence = self._talking = False  # no call can be asked for: the answer streams
+        self._lead_in_open = False  # nor can a copied example be dropped
         self._answered = frozenset()
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
