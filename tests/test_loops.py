@@ -53,6 +53,35 @@ def test_repeats(calls: str, repeating: str, trailing: int) -> None:
     assert trailing_repeats(keys(calls)) == trailing
 
 
+def lookups(calls: str) -> list[str]:
+    """``"D Z D"`` as calls of one tool with the letters as arguments; ``"E"`` alone is another tool."""
+    return [call_key("edit" if arg == "E" else "get_air", {"city": arg}) for arg in calls.split()]
+
+
+@pytest.mark.parametrize(
+    ("calls", "repeating", "trailing"),
+    [
+        ("D Z D", "D Z", 1),  # the same tool for another city changed nothing: Delhi again repeats
+        ("D Z", "D Z", 0),  # either city again would repeat: the other was only a lookup
+        ("D Z Z D", "D Z", 2),
+        ("D E D", "E D", 0),  # another tool between: the read again follows something new
+        ("D Z E", "E", 0),
+        ("D Z W", "D Z W", 0),  # three lookups of one tool, each new: none repeats yet
+    ],
+)
+def test_a_lookup_of_the_same_tool_between_is_nothing_new(calls: str, repeating: str, trailing: int) -> None:
+    assert repeat_keys(lookups(calls)) == frozenset(lookups(repeating))
+    assert trailing_repeats(lookups(calls)) == trailing
+
+
+@given(st.lists(st.sampled_from(["A1", "A2", "A3", "B1", "B2", "C1"]), max_size=12))
+def test_repeat_keys_agree_with_the_call_by_call_walk(calls: list[str]) -> None:
+    """The linear ``repeat_keys`` gives what asking ``trailing_repeats`` of each possible next call gives."""
+    keys = [call_key(c[0], c[1]) for c in calls]
+    expected = {k for k in set(keys) if trailing_repeats([*keys, k]) >= 1}
+    assert repeat_keys(keys) == frozenset(expected)
+
+
 def test_call_keys_ignore_spacing_and_key_order() -> None:
     assert call_key("f", '{"a": 1, "b": 2}') == call_key("f", '{ "b":2,"a":1 }') == call_key("f", {"b": 2, "a": 1})
     assert call_key("f", '{"a": 1}') != call_key("g", '{"a": 1}') != call_key("f", '{"a": 2}')

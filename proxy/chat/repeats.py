@@ -3,9 +3,12 @@
 A small model that has its answer in a tool result often calls the same tool again with the same
 arguments, or walks a cycle of calls (A, B, A, B, ...). Calls are compared by name and canonical
 arguments (``call_key``: key order and spacing aside). A call *repeats* when an identical call was made
-since the last user message and nothing new happened since: every call made after that one had been
-made before it too. So ``read, edit, read`` is no repeat (the edit was new, the file may have changed),
-while ``A, A`` and ``A, B, A, B`` end in repeats (the second B, the second A, ...).
+since the last user message and nothing new happened since: every call of another tool made after that
+one had been made before it too. So ``read, edit, read`` is no repeat (the edit was new, the file may
+have changed), while ``A, A`` and ``A, B, A, B`` end in repeats (the second B, the second A, ...). A call
+of the same tool with other arguments changes nothing the first call read: after ``get_air(Delhi),
+get_air(Zurich)`` a third ``get_air(Delhi)`` repeats (a small model asked about two cities goes back to
+the first instead of answering).
 
 ``repeat_keys`` gives the calls that would repeat if the model wrote them now (the emulator answers
 those from the result already in the history instead of returning them); ``trailing_repeats`` counts
@@ -71,16 +74,41 @@ def _firsts(keys: Sequence[str]) -> list[int]:
 
 
 def repeat_keys(keys: Sequence[str]) -> frozenset[str]:
-    """The calls that would repeat if written next: made before, and every call after their latest
-    occurrence made before that occurrence too (nothing new since)."""
+    """The calls that would repeat if written next: made before, and every call of another tool after
+    their latest occurrence made before that occurrence too (nothing new since)."""
     firsts = _firsts(keys)
     latest: dict[str, int] = {key: i for i, key in enumerate(keys)}
-    newest_first = -1  # over the calls after position i: the latest position where one was first made
+    newest = _NewestFirsts()  # over the calls after position i: per tool, the latest position one was first made
     after = [0] * len(keys)
     for i in range(len(keys) - 1, -1, -1):
-        after[i] = newest_first
-        newest_first = max(newest_first, firsts[i])
+        name = key_name(keys[i])
+        after[i] = newest.besides(name)
+        newest.add(name, firsts[i])
     return frozenset(key for key, i in latest.items() if after[i] < i)
+
+
+class _NewestFirsts:
+    """The largest first-made position per tool name, with the two largest of distinct names kept apart,
+    so "the largest among the other tools" is one look-up (``repeat_keys`` stays linear)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, int] = {}
+        self._top: tuple[int, str] = (-1, "")
+        self._second: tuple[int, str] = (-1, "")
+
+    def add(self, name: str, first: int) -> None:
+        value = max(self._by_name.get(name, -1), first)
+        self._by_name[name] = value
+        if name == self._top[1]:
+            self._top = (value, name)
+        elif value > self._top[0]:
+            self._second, self._top = self._top, (value, name)
+        elif value > self._second[0]:
+            self._second = (value, name)
+
+    def besides(self, name: str) -> int:
+        """The largest first-made position among the tools not named ``name`` (-1: none)."""
+        return self._second[0] if name == self._top[1] else self._top[0]
 
 
 def trailing_repeats(keys: Sequence[str]) -> int:
@@ -95,11 +123,13 @@ def trailing_repeats(keys: Sequence[str]) -> int:
 
 
 def _repeats(keys: Sequence[str], firsts: Sequence[int], n: int) -> bool:
-    """Whether call ``n`` repeats: an earlier identical call, and every call between first made before it."""
+    """Whether call ``n`` repeats: an earlier identical call, and every call of another tool between first
+    made before it."""
     key = keys[n]
+    name = key_name(key)
     for i in range(n - 1, -1, -1):
         if keys[i] == key:
             return True
-        if firsts[i] >= i:  # a call new to the loop since the last time ``key`` was made (or it never was)
+        if firsts[i] >= i and key_name(keys[i]) != name:  # new to the loop since ``key`` was last made
             return False
     return False
