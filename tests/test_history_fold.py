@@ -89,6 +89,20 @@ def test_every_round_is_told_in_the_question_s_turn_in_order() -> None:
     )
 
 
+def test_a_call_made_again_with_the_same_result_is_told_once() -> None:
+    """A small model that goes back to a city it already asked about gets the same result: told twice,
+    the list reads as more to do; a result that changed is told again."""
+    zurich, again = call("c2", "get_weather", {"city": "Zurich"}), {**WEATHER, "id": "c3"}
+    history = loop(([WEATHER], [("c1", "21 C")]), ([zurich], [("c2", "9 C")]), ([again], [("c3", "21 C")]))
+    lines = fold_history(history, FOLD_NEXT)[1]["content"].splitlines()
+    assert [line for line in lines if line.startswith("- ")] == [
+        '- get_weather({"city": "Madrid"}) returned: 21 C',
+        '- get_weather({"city": "Zurich"}) returned: 9 C',
+    ]
+    changed = loop(([WEATHER], [("c1", "21 C")]), ([again], [("c3", "22 C")]))
+    assert fold_history(changed, FOLD_NEXT)[1]["content"].count("get_weather(") == 2
+
+
 def test_results_pair_with_their_calls_by_id_then_name_then_order() -> None:
     paris = call("c3", "get_weather", {"city": "Paris"})
     history = loop(([WEATHER, paris], [("c3", "P"), ("c1", "M")]))

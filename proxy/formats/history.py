@@ -336,9 +336,10 @@ def fold_history_endings(
     waiting: list[ToolCallRecord] = []  # the calls of the latest assistant message still without a result
 
     def folded_lines() -> list[str]:
-        frames = [(prefix, "") for prefix, _ in pending]
-        contents = defuse_all([content for _, content in pending], tool_names, frames)
-        lines = [prefix + content for (prefix, _), content in zip(pending, contents, strict=True)]
+        told = list(dict.fromkeys(pending))  # a call made again with the same result is one line: nothing new
+        frames = [(prefix, "") for prefix, _ in told]
+        contents = defuse_all([content for _, content in told], tool_names, frames)
+        lines = [prefix + content for (prefix, _), content in zip(told, contents, strict=True)]
         pending.clear()
         return lines
 
