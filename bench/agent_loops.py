@@ -66,6 +66,7 @@ from bench.loop_tasks import (  # noqa: E402
     FOURTH,
     FRESH,
     HELD_OUT,
+    SEVENTH,
     SIXTH,
     TASKS,
     TASKS_BY_NAME,
@@ -646,7 +647,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default=",".join(t.name for t in TASKS),
-        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth, fifth, sixth); default: main 9",
+        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... seventh); default: main 9",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
@@ -672,6 +673,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks.replace("fourth", ",".join(t.name for t in FOURTH))
     args.tasks = args.tasks.replace("fifth", ",".join(t.name for t in FIFTH))
     args.tasks = args.tasks.replace("sixth", ",".join(t.name for t in SIXTH))
+    args.tasks = args.tasks.replace("seventh", ",".join(t.name for t in SEVENTH))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

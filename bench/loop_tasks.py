@@ -504,6 +504,69 @@ def get_parcel_fee(args: Args) -> dict[str, Any]:
     return {"country": country.title(), "weight_kg": _tidy(weight), "fee_eur": PARCEL_FEES[country]}
 
 
+CALORIES = {"banana": 105, "apple": 95}
+
+
+def get_calories(args: Args) -> dict[str, Any]:
+    food = _find(CALORIES, _text(args, "food", "item", "name"))
+    return {"food": food, "serving": "1 medium", "kcal": CALORIES[food]}
+
+
+DICTIONARY = {("library", "spanish"): "biblioteca", ("library", "french"): "bibliothèque"}
+
+
+def translate_word(args: Args) -> dict[str, Any]:
+    word, language = _text(args, "word", "text").casefold(), _text(args, "language", "target_language").casefold()
+    for (known, lang), translation in DICTIONARY.items():
+        if known in word and lang[:2] in language:
+            return {"word": known, "language": lang.title(), "translation": translation}
+    raise ValueError(f"no translation of {word!r} into {language!r}")
+
+
+BOOKS = {"dune": "978-0441013593"}
+COPIES = {"9780441013593": {"available_copies": 2, "branch": "Main Library"}}
+
+
+def find_book(args: Args) -> dict[str, Any]:
+    title = _find(BOOKS, _text(args, "title", "name"))
+    return {"title": title.title(), "author": "Frank Herbert", "isbn": BOOKS[title]}
+
+
+def library_availability(args: Args) -> dict[str, Any]:
+    isbn = re.sub(r"\D", "", _text(args, "isbn", "id"))
+    if isbn not in COPIES:
+        raise ValueError(f"unknown isbn {isbn!r}")
+    return {"isbn": isbn, **COPIES[isbn]}
+
+
+OPENING_HOURS = {"louvre": ("Louvre", "09:00", "18:00"), "prado": ("Prado", "10:00", "20:00")}
+
+
+def get_opening_hours(args: Args) -> dict[str, Any]:
+    name, opens, closes = OPENING_HOURS[_find(OPENING_HOURS, _text(args, "museum", "place", "name"))]
+    return {"museum": name, "opens": opens, "closes": closes}
+
+
+def set_alarm(args: Args) -> dict[str, Any]:
+    match = re.search(r"(\d{1,2})[:.h](\d{2})", _text(args, "time"))
+    if match is None:
+        raise ValueError("time must be HH:MM")
+    return {"alarm_set": True, "time": f"{int(match[1]):02d}:{match[2]}"}
+
+
+def renew_loan(args: Args) -> dict[str, Any]:
+    barcode = re.sub(r"\D", "", _text(args, "barcode", "id", "book"))
+    if barcode != "4471":
+        raise ValueError(f"no loan with barcode {barcode!r}")
+    return {"barcode": barcode, "renewed": False, "reason": "another reader has reserved this book"}
+
+
+def days_between(args: Args) -> dict[str, Any]:
+    start = date.fromisoformat(_text(args, "start", "from").strip())
+    end = date.fromisoformat(_text(args, "end", "to").strip())
+    return {"start": start.isoformat(), "end": end.isoformat(), "days": (end - start).days}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -810,6 +873,44 @@ TOOLS: dict[str, Tool] = {
             _obj({"weight_kg": NUM, "country": STR}, ["weight_kg", "country"]),
             get_parcel_fee,
         ),
+        Tool("get_calories", "Calories in one serving of a food.", _obj({"food": STR}, ["food"]), get_calories),
+        Tool(
+            "translate_word",
+            "Translate a word with the dictionary.",
+            _obj({"word": STR, "language": {"type": "string", "description": "Target language"}}, ["word", "language"]),
+            translate_word,
+        ),
+        Tool("find_book", "Find a book by its title: author and ISBN.", _obj({"title": STR}, ["title"]), find_book),
+        Tool(
+            "library_availability",
+            "How many copies of a book (by ISBN) the library has on the shelf.",
+            _obj({"isbn": STR}, ["isbn"]),
+            library_availability,
+        ),
+        Tool(
+            "get_opening_hours",
+            "Today's opening hours of a museum.",
+            _obj({"museum": STR}, ["museum"]),
+            get_opening_hours,
+        ),
+        Tool(
+            "set_alarm",
+            "Set an alarm on the user's phone.",
+            _obj({"time": {"type": "string", "description": "HH:MM, 24-hour"}}, ["time"]),
+            set_alarm,
+        ),
+        Tool(
+            "renew_loan",
+            "Renew a borrowed library book by its barcode.",
+            _obj({"barcode": STR}, ["barcode"]),
+            renew_loan,
+        ),
+        Tool(
+            "days_between",
+            "The number of days from one date to another (YYYY-MM-DD).",
+            _obj({"start": STR, "end": STR}, ["start", "end"]),
+            days_between,
+        ),
     )
 }
 
@@ -945,6 +1046,27 @@ def room_taken(answer: str, calls: Sequence[Call]) -> list[str]:
         r"\b(?:is|it's) (?:free|available)\b|not (?:booked|taken)", answer, re.I
     ):
         return ["answer does not say the room is taken (booked by the Sales team at 15:00)"]
+    return []
+
+
+def book_on_shelf(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says Dune is there (2 copies): the number, or a yes ("The library has Dune on the shelf."),
+    not a no ("doesn't have", "not available")."""
+    said = number_in(answer, "2") or re.search(r"\b(?:two|yes|has|have|available)\b", answer, re.I)
+    if not said or re.search(r"\bno\b|not|n't|unavailable", answer, re.I):
+        return ["answer does not say the book is on the shelf (2 copies)"]
+    return []
+
+
+_RENEWAL_REFUSED = re.compile(
+    r"\breserved\b|(?:not|n't|unable to|could ?n[o']t|can ?no?t) (?:be |been )?renew", re.IGNORECASE
+)
+
+
+def renewal_refused(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the book was not renewed (another reader reserved it); "has been renewed" says the opposite."""
+    if _RENEWAL_REFUSED.search(answer) is None or re.search(r"\b(?:has|have|was) been renewed\b", answer, re.I):
+        return ["answer does not say the renewal was refused (another reader reserved the book)"]
     return []
 
 
@@ -1436,4 +1558,75 @@ SIXTH: tuple[Task, ...] = (
         summary="postage through the tool (24.90 euros)",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH)}
+# Written 2026-11-28 (session after stop 46) before any run on them (``--tasks seventh``), with eight new tools:
+# a food's calories, a word to translate, a book to find and then look up by its ISBN, a question no tool
+# answers, two museums' hours, an alarm, a renewal the tool refuses, the days between two dates.
+SEVENTH: tuple[Task, ...] = (
+    Task(
+        "banana_calories",
+        "How many calories are in a banana?",
+        ("get_calories", "set_alarm"),
+        (called("get_calories", "banana"), not_called("set_alarm"), says_number("105")),
+        summary="a food's calories through the tool (105 kcal)",
+    ),
+    Task(
+        "translate_library",
+        "How do you say 'library' in Spanish? Use the dictionary.",
+        ("translate_word", "get_weather"),
+        (called("translate_word", "library", "sp"), says_word("biblioteca")),
+        summary="a translation through the tool (biblioteca)",
+    ),
+    Task(
+        "dune_copies",
+        "Does the library have Dune on the shelf?",
+        ("find_book", "library_availability"),
+        (called("find_book", "dune"), called("library_availability", "0441013593"), book_on_shelf),
+        summary="find the book's ISBN, then its copies (2: the answer says yes, or the number)",
+    ),
+    Task(
+        "mix_colours",
+        "Which colour do you get when you mix blue and yellow paint?",
+        ("get_calories", "set_alarm"),
+        (no_calls, says_word("green")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+    Task(
+        "museum_hours",
+        "Until when are the Louvre and the Prado open today?",
+        ("get_opening_hours", "set_alarm"),
+        (
+            called("get_opening_hours", "louvre"),
+            called("get_opening_hours", "prado"),
+            not_called("set_alarm"),
+            says_number("18"),
+            says_number("20"),
+        ),
+        summary="two independent lookups of one tool (18:00 and 20:00)",
+    ),
+    Task(
+        "wake_alarm",
+        "Wake me up at 6:45 tomorrow.",
+        ("set_alarm", "get_opening_hours"),
+        (called("set_alarm", "6:45"), says_word("6:45"), not_negated),
+        summary="an action with a time (06:45)",
+    ),
+    Task(
+        "renew_refused",
+        "Please renew my library book, barcode 4471.",
+        ("renew_loan", "find_book"),
+        (
+            called("renew_loan", "4471"),
+            renewal_refused,
+        ),
+        summary="the renewal is refused (another reader reserved the book): the answer says so",
+    ),
+    Task(
+        "days_to_deadline",
+        "How many days are there from 2026-03-01 to 2026-04-15?",
+        ("days_between", "get_weekday"),
+        (called("days_between", "2026-03-01", "2026-04-15"), says_number("45")),
+        summary="a date difference through the tool (45 days)",
+    ),
+)
+TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH)}

@@ -31,6 +31,7 @@ from bench.loop_tasks import (
     FOURTH,
     FRESH,
     HELD_OUT,
+    SEVENTH,
     SIXTH,
     TASKS,
     TASKS_BY_NAME,
@@ -43,7 +44,7 @@ from bench.loop_tasks import (
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH)  # every task of every set
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH)  # every task of every set
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -175,6 +176,29 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("get_parcel_fee", {"weight_kg": 3, "country": "Canada"})],
         "Shipping 3 kg to Canada costs 24.90 euros.",
     ),
+    "banana_calories": ([("get_calories", {"food": "banana"})], "A medium banana has about 105 calories."),
+    "translate_library": (
+        [("translate_word", {"word": "library", "language": "Spanish"})],
+        'In Spanish, "library" is "biblioteca".',
+    ),
+    "dune_copies": (
+        [("find_book", {"title": "Dune"}), ("library_availability", {"isbn": "978-0441013593"})],
+        "Yes: the Main Library has 2 copies of Dune on the shelf.",
+    ),
+    "mix_colours": ([], "Blue and yellow make green."),
+    "museum_hours": (
+        [("get_opening_hours", {"museum": "Louvre"}), ("get_opening_hours", {"museum": "Prado"})],
+        "The Louvre is open until 18:00 and the Prado until 20:00.",
+    ),
+    "wake_alarm": ([("set_alarm", {"time": "06:45"})], "Your alarm is set for 6:45."),
+    "renew_refused": (
+        [("renew_loan", {"barcode": "4471"})],
+        "I couldn't renew book 4471: another reader has reserved it.",
+    ),
+    "days_to_deadline": (
+        [("days_between", {"start": "2026-03-01", "end": "2026-04-15"})],
+        "There are 45 days from 2026-03-01 to 2026-04-15.",
+    ),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
@@ -202,7 +226,7 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 @pytest.mark.parametrize(
     "task",
-    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH) if t.needs_tool],
+    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH) if t.needs_tool],
     ids=lambda t: t.name,
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
@@ -487,3 +511,22 @@ def test_a_booking_answer_that_says_it_went_through_fails() -> None:
     assert task.judge("Luigi's was not fully booked at 20:00.", box.calls) != []
     assert task.judge("Your table at Luigi's is booked.", box.calls) != []
     assert task.judge("Sorry, Luigi's is fully booked at 20:00.", box.calls) == []
+
+
+def test_a_yes_no_question_about_a_book_is_judged_by_its_answer() -> None:
+    calls, _ = GOOD["dune_copies"]
+    box = run_calls(calls)
+    judge = TASKS_BY_NAME["dune_copies"].judge
+    assert judge("The library has Dune on the shelf.", box.calls) == []
+    assert judge("Yes, 2 copies.", box.calls) == []
+    assert judge("The library doesn't have Dune.", box.calls) != []
+    assert judge("Dune is not available.", box.calls) != []
+
+
+def test_a_refused_renewal_is_read_in_its_wordings() -> None:
+    calls, _ = GOOD["renew_refused"]
+    box = run_calls(calls)
+    judge = TASKS_BY_NAME["renew_refused"].judge
+    assert judge("The book could not be renewed because another reader reserved it.", box.calls) == []
+    assert judge("I was unable to renew it.", box.calls) == []
+    assert judge("Your book has been renewed.", box.calls) != []
