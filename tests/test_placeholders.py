@@ -4,7 +4,8 @@ Every format's instructions end with an example call of a real tool whose string
 (``formats.PLACEHOLDERS``). A small model asked to ship a parcel to Canada wrote
 ``get_parcel_fee(weight_kg=3, country="example")``; the tool failed on it and the loop ended on that error. The
 filler is toolshim's own text: the call is kept back and the same question asked again, in every format with an
-example, streamed or not; written again, it is taken.
+example, streamed or not, with instructions that leave the example out (shown it again, the model copied it again
+11 times in 12); written again, it is taken.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from toolshim.chat.example import WorkedExample
+from toolshim.chat.example import WorkedExample, without_example
 from toolshim.chat.grounding import Grounds
-from toolshim.formats import PLACEHOLDERS, ToolChoice, ToolSpec, get_format
+from toolshim.formats import PLACEHOLDERS, ToolCallRecord, ToolChoice, ToolSpec, get_format
 
 from tests.fakes import Reply, text_stream
 from tests.test_emulation import ask, call_text, emulated, pieces
@@ -58,7 +59,23 @@ async def test_a_call_with_the_filler_is_asked_again(start_proxy, fake_upstream,
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"weight_kg": 3, "country": "Canada"}
     first, second = fake_upstream.requests
-    assert second["messages"] == first["messages"]  # the same question again: told about it, the model copies it
+    assert_same_question_without_the_example(first, second, FILLERS[fmt])
+
+
+def system_text(request: dict[str, object]) -> str:
+    messages = request["messages"]
+    assert isinstance(messages, list) and messages[0]["role"] == "system"
+    return str(messages[0]["content"])
+
+
+def assert_same_question_without_the_example(first: dict[str, object], second: dict[str, object], filler: str) -> None:
+    """The second request asks the same question (told about the filler, the model copies it), and its instructions
+    are the first's with the paragraph of the worked example left out."""
+    assert second["messages"][1:] == first["messages"][1:]  # type: ignore[index]
+    before, after = system_text(first), system_text(second)
+    assert "get_parcel_fee" in after and len(after) < len(before)
+    gone = [paragraph for paragraph in before.split("\n\n") if paragraph not in after]
+    assert len(gone) == 1 and filler in gone[0]  # the example's paragraph gone, every other one as it was
 
 
 WEEKDAY = {
@@ -97,7 +114,7 @@ async def test_with_grounding_a_grounded_call_with_a_filler_is_asked_again(
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"weight_kg": 3, "country": "Canada"}
     first, second = fake_upstream.requests
-    assert second["messages"] == first["messages"]
+    assert_same_question_without_the_example(first, second, FILLER)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -171,3 +188,15 @@ def test_the_conversation_is_read_only_for_a_filler_and_the_check_ends_once_aske
     assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == [f'code="{FILLER}"'] and read == [1]
     shown.trust_placeholders()
     assert shown.placeholders(TOOL, json.dumps({"code": FILLER})) == []
+
+
+def test_instructions_without_their_example_stay_whole_where_it_is_not_a_paragraph_of_its_own() -> None:
+    fmt = get_format("hermes")
+    calls = [("get_parcel_fee", {"weight_kg": 1.5, "country": FILLER})]
+    shown = fmt.render_calls([ToolCallRecord("", "get_parcel_fee", json.dumps(calls[0][1]))])
+    assert without_example("Intro.\n\nFor example:\n" + shown + "\n\nLast.", fmt, calls) == "Intro.\n\nLast."
+    assert without_example("Intro.\n\nFor example:\n" + shown, fmt, calls) == "Intro."
+    long = "Intro.\n\n" + "a line\n" * 5 + shown + "\n\nLast."  # more than the lines that lead to an example
+    assert without_example(long, fmt, calls) == long
+    assert without_example("No example here.", fmt, calls) == "No example here."
+    assert without_example("Intro.", fmt, []) == "Intro."

@@ -191,6 +191,7 @@ class Emulator:
                 seen.clear()  # another request (without those tools): the same text there may be asked about again
             if reason == "placeholder":
                 self.builder.trust_placeholders()
+                self._leave_example_out()
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
             # a call written again while the question still names what no result covers: asked once for the call
@@ -223,6 +224,12 @@ class Emulator:
             raise NoValidToolCall(missing_call_message(self.plan, attempt_no))
         for chunk in self._emit(self.builder.finish(attempt, self.include_usage)):
             yield chunk
+
+    def _leave_example_out(self) -> None:
+        """The next attempts' instructions leave out the worked example whose placeholder a call copied (shown it
+        again, a small model copies it again)."""
+        if self.plan.unexampled is not None:
+            self.plan = self.plan.unexampled()
 
     def _answer_plainly(self) -> None:
         """The next attempts answer in text: the tools withdrawn, calls written anyway withheld."""

@@ -115,6 +115,24 @@ def _lines_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str,
     return "\n".join(lines) if any(c.isalpha() for line in lines for c in line) else ""
 
 
+def without_example(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> str:
+    """The instructions without the paragraph that shows the example (the lines that lead to it, the calls, up to
+    the next blank line); as they are when the example is not found as the format renders calls, or its paragraph
+    holds more than the lines that lead to it. Sent when a call copied the example's placeholder: asked the same
+    question with the example in view (at the re-ask's temperature, 0.3), Qwen2.5-Coder-0.5B copied it again 11
+    times in 12 into a parcel's postage (``country="example"``); without it never in 12, calling the tool each time."""
+    records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
+    shown = fmt.render_calls(records) if records else ""
+    at = instructions.find(shown) if shown else -1
+    if at < 0:
+        return instructions
+    start = instructions.rfind("\n\n", 0, at)
+    if instructions.count("\n", start + 2 if start >= 0 else 0, at) > MAX_LEAD_IN_LINES:
+        return instructions
+    end = instructions.find("\n\n", at + len(shown))
+    return instructions[: max(start, 0)] + (instructions[end:] if end >= 0 else "")
+
+
 def opening_at_end(text: str, lead_in: str) -> int:
     """Where the end of ``text`` that is ``lead_in``, or the opening of it, starts (at a line start; the lines
     stripped); ``len(text)`` when there is none. A model's copy of the lines that lead to the example loses the

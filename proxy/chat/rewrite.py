@@ -29,7 +29,7 @@ from ..formats.history import (
     tool_failure,
 )
 from ..wire.errors import InvalidRequest
-from .example import WorkedExample
+from .example import WorkedExample, without_example
 from .grounding import Grounds, uncovered_mentions
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
@@ -85,6 +85,8 @@ class EmulationPlan:
     unasked_beside_only: bool = False
     # the same request with some tools not offered (a call that made up its values: the model is asked again)
     narrowed: Callable[[frozenset[str]], EmulationPlan] | None = field(default=None, compare=False, repr=False)
+    # the same request with the instructions' worked example left out (a call copied its placeholder)
+    unexampled: Callable[[], EmulationPlan] | None = field(default=None, compare=False, repr=False)
     # folded, with something the question names that no result covers yet: the body whose history ends asking
     # for the next call (the model wrote a call again whose result it has, instead of the one still missing)
     call_body: dict[str, Any] | None = None
@@ -183,10 +185,16 @@ def merge_stops(format_stops: tuple[str, ...], client_stop: str | list[str] | No
 
 
 def build_plan(
-    turn: ChatTurn, rule: ModelRule, fmt: ToolFormat, upstream_model: str, withheld: frozenset[str] = frozenset()
+    turn: ChatTurn,
+    rule: ModelRule,
+    fmt: ToolFormat,
+    upstream_model: str,
+    withheld: frozenset[str] = frozenset(),
+    example_shown: bool = True,
 ) -> EmulationPlan:
     """The upstream body and the parsing plan for one emulated request; ``withheld`` tools are not offered
-    (still read when the model calls them)."""
+    (still read when the model calls them); without ``example_shown`` the instructions leave their worked
+    example out (a call copied its placeholder)."""
     choice = turn.choice
     named = turn.named_tool()
     if (turn.options.get("n") or 1) > 1:
@@ -226,6 +234,8 @@ def build_plan(
             listed = listing_order(offered, first_user_text(turn.messages), several_calls=prompted > 1)
         instructions = fmt.render_tools(listed, choice, prompted > 1)
         example: Callable[[], Sequence[tuple[str, Any]]] = partial(fmt.worked_example, listed, choice)
+        if not example_shown:
+            instructions = without_example(instructions, fmt, example())
         if turn.has_tool_results:
             instructions += "\n\n" + TOOL_RESULTS_ARE_DATA
         messages = merge_system_prompt(messages, instructions)
@@ -279,7 +289,8 @@ def build_plan(
         off_topic=grounded and relates_to_no_tool(offered, question),
         unasked=_unasked(offered, question, turn.messages) if grounded else frozenset(),
         unasked_beside_only=not ends_with_results,
-        narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names),
+        narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names, example_shown),
+        unexampled=partial(build_plan, turn, rule, fmt, upstream_model, withheld, False) if example_shown else None,
         call_body=call_body,
         uncovered=uncovered if note else (),
         example_calls=example,
