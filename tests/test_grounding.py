@@ -158,6 +158,48 @@ def test_the_names_a_question_asks_about_and_no_result_covers() -> None:
     assert uncovered_mentions([{"role": "assistant", "content": "x"}]) == []
 
 
+def exchange(arguments: dict[str, Any], result: str, call_id: str = "c1") -> list[dict[str, Any]]:
+    call = {"id": call_id, "type": "function", "function": {"name": "hours", "arguments": json.dumps(arguments)}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+MUSEUMS = {"role": "user", "content": "Until when are the Louvre and the Prado open today?"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "result", "uncovered"),
+    [
+        # one value for both, answered for the Louvre: the Prado is still to ask about
+        ({"museum": "Louvre and the Prado"}, '{"museum": "Louvre", "closes": "18:00"}', ["Prado"]),
+        ({"museums": "Louvre, Prado"}, '{"museum": "Prado", "closes": "20:00"}', ["Louvre"]),
+        # a result that names neither answers for the value as written (results need not repeat their input)
+        ({"museum": "Louvre and the Prado"}, '{"closes": "18:00"}', []),
+        # one that names both, or an error about the value, answers for both
+        ({"museum": "Louvre and the Prado"}, '{"Louvre": "18:00", "Prado": "20:00"}', []),
+        ({"museum": "Louvre and the Prado"}, "Error: unknown museum 'Louvre and the Prado'", []),
+        # one name per value: as before
+        ({"museum": "Louvre"}, '{"closes": "18:00"}', ["Prado"]),
+    ],
+)
+def test_a_value_that_names_two_things_covers_those_its_result_names(
+    arguments: dict[str, Any], result: str, uncovered: list[str]
+) -> None:
+    assert uncovered_mentions([MUSEUMS, *exchange(arguments, result)]) == uncovered
+
+
+def test_the_thing_left_over_is_covered_by_its_own_call() -> None:
+    both = exchange({"museum": "Louvre and the Prado"}, '{"museum": "Louvre", "closes": "18:00"}')
+    prado = exchange({"museum": "Prado"}, '{"museum": "Prado", "closes": "20:00"}', "c2")
+    assert uncovered_mentions([MUSEUMS, *both, *prado]) == []
+    waiting = [MUSEUMS, both[0]]  # a call whose result has not come: its value as written
+    assert uncovered_mentions(waiting) == []
+    unpaired = [MUSEUMS, both[0], {"role": "tool", "content": '{"museum": "Louvre"}'}]  # no id: as written
+    assert uncovered_mentions(unpaired) == []
+
+
 @pytest.mark.parametrize(
     ("said", "args", "expected"),
     [
@@ -451,6 +493,34 @@ async def test_folded_results_name_what_the_question_asks_that_they_do_not_cover
     told = fake_upstream.requests[0]["messages"][-1]["content"]
     assert "The question also asks about Tokyo, which these results do not cover yet." in told
     assert "Paris," not in told.split("also asks about")[1]
+
+
+HOURS_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_opening_hours",
+        "description": "Today's opening hours of a museum.",
+        "parameters": {"type": "object", "properties": {"museum": {"type": "string"}}, "required": ["museum"]},
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_for_two_things_answered_for_one_asks_for_the_other(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """``get_opening_hours(museum="Louvre and the Prado")`` got the Louvre's hours (seventh loop set): told the
+    Prado is not covered yet, the model calls for it, instead of giving the Louvre's hours for both."""
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    prado = call_text("hermes", "get_opening_hours", {"museum": "Prado"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(prado))))
+    messages = [MUSEUMS, *exchange({"museum": "Louvre and the Prado"}, '{"museum": "Louvre", "closes": "18:00"}')]
+    messages[1]["tool_calls"][0]["function"]["name"] = "get_opening_hours"
+    result = await ask(proxy, stream, messages=messages, tools=[HOURS_TOOL])
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"museum": "Prado"}
+    told = fake_upstream.requests[0]["messages"][-1]["content"]
+    assert "The question also asks about Prado, which these results do not cover yet." in told
 
 
 async def test_the_re_ask_is_counted_as_ground(start_proxy, fake_upstream) -> None:

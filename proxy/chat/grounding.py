@@ -90,13 +90,7 @@ class Grounds:
         texts: list[str] = []
         for message in messages:
             texts.append(content_text(message.get("content")))
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") if isinstance(call, Mapping) else None
-                if isinstance(function, Mapping):
-                    texts.append(str(function.get("arguments") or ""))
-            legacy = message.get("function_call")
-            if isinstance(legacy, Mapping):
-                texts.append(str(legacy.get("arguments") or ""))
+            texts.extend(str(function.get("arguments") or "") for _, function in _functions(message))
         return cls(texts)
 
     def has_number(self, value: float) -> bool:
@@ -222,18 +216,75 @@ MAX_MENTIONS = 4
 def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The names and numbers of the latest user message that none of the calls and results since it
     mention ("What's the weather in Paris and in Tokyo?", after the weather in Paris: ``Tokyo``): a small
-    model told its results so far answers from them and forgets the rest of the question."""
+    model told its results so far answers from them and forgets the rest of the question.
+
+    A call's value that names several of them ("Louvre and the Prado") covers only those its result names
+    when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
     start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
     if start is None:
         return []
     question = content_text(messages[start].get("content"))
-    since = Grounds.of_messages([{**m, "role": "tool"} for m in messages[start + 1 :]])
-    found: list[str] = []
+    mentions: list[str] = []
     for match in _MENTION.finditer(question.strip()):
         mention = match.group().strip(".:-")
-        if mention and mention != "I" and mention not in found and not since.has_text(mention):
-            found.append(mention)
-    return found[:MAX_MENTIONS]
+        if mention and mention != "I" and mention not in mentions:
+            mentions.append(mention)
+    if not mentions:
+        return []
+    since = Grounds(list(_texts_told(messages[start + 1 :], mentions)))
+    return [mention for mention in mentions if not since.has_text(mention)][:MAX_MENTIONS]
+
+
+def _texts_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
+    """The texts of the messages since the question (results, the assistant's words) and their calls' arguments;
+    a value that names several ``mentions``, whose result names some of them, stands as those it names."""
+    waiting: dict[str, str] = {}  # a call's id -> its arguments' text, until its result comes
+    for message in messages:
+        yield content_text(message.get("content"))
+        calls = [(str(call.get("id") or ""), function) for call, function in _functions(message)]
+        for call_id, function in calls:
+            arguments = str(function.get("arguments") or "")
+            if message.get("role") == "assistant" and call_id:
+                waiting[call_id] = arguments
+            else:
+                yield arguments
+        if message.get("role") in ("tool", "function"):
+            answered = str(message.get("tool_call_id") or "")
+            if answered in waiting:
+                yield _as_answered(waiting.pop(answered), content_text(message.get("content")), mentions)
+    yield from waiting.values()  # calls with no result (yet), or none paired by id: as written
+
+
+def _functions(message: Mapping[str, Any]) -> Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """The message's calls with their ``function`` objects (``tool_calls`` and the legacy ``function_call``)."""
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            yield call, function
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        yield {}, legacy
+
+
+def _as_answered(arguments: str, result: str, mentions: Sequence[str]) -> str:
+    """A call's arguments as its result answered them: a string value that names several ``mentions`` stands as
+    those of them the result names, when it names any (else the value stands whole: a result need not repeat
+    what it was asked about)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    named = Grounds([result])
+    told: list[str] = []
+    for value in _leaves(parsed):
+        if not isinstance(value, str):
+            told.append(json.dumps(value))
+            continue
+        inside = Grounds([value])
+        several = [mention for mention in mentions if inside.has_text(mention)]
+        answered = [mention for mention in several if named.has_text(mention)]
+        told.append(" ".join(answered) if len(several) > 1 and answered else value)
+    return "\n".join(told)
 
 
 def names_none_of(text: str, names: Sequence[str]) -> bool:
