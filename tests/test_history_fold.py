@@ -10,7 +10,15 @@ import json
 from typing import Any
 
 import pytest
-from toolshim.formats.history import FOLD_ANSWER, FOLD_FAILED, FOLD_HEADER, FOLD_NEXT, fold_history, tool_failure
+from toolshim.formats.history import (
+    FOLD_ANSWER,
+    FOLD_FAILED,
+    FOLD_HEADER,
+    FOLD_NEXT,
+    fold_history,
+    quoted_folded_results,
+    tool_failure,
+)
 
 from tests.fakes import Reply, text_stream
 from tests.formats.tools import OPENAI_TOOLS
@@ -173,6 +181,54 @@ async def test_an_echo_of_the_fold_instruction_never_reaches_the_client(
     fake_upstream.script(Reply(pieces=text_stream(pieces(f"{FOLD_NEXT}\nIt is 21 C in Madrid."))))
     result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid."
+
+
+QUOTED = 'The tool found that get_weather({"city": "Madrid"}) returned: {"celsius": 21}.'
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_plain_answer_that_quotes_a_result_s_folded_line_is_asked_again(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Asked for its answer after writing its call again, the model quoted the folded result inside a sentence
+    (seventh loop set: "The tool found that renew_loan({...}) returned: {...}."): toolshim's rendering and the raw
+    result, never the answer. It is held, dropped, and the answer asked for once more."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(pieces(QUOTED + " It is sunny."))),
+        Reply(pieces=text_stream(pieces("It is 21 C in Madrid."))),
+    )
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C in Madrid."
+    assert len(fake_upstream.requests) == 3
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_plain_answer_that_names_a_call_without_quoting_its_line_streams(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    text = "I asked get_weather for Madrid: it is 21 C. Enjoy!"
+    fake_upstream.script(Reply(pieces=text_stream(pieces(again))), Reply(pieces=text_stream(pieces(text))))
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == text and len(fake_upstream.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        (QUOTED, ["get_weather"]),
+        ('- get_weather({"city": "Madrid"}) failed: boom', ["get_weather"]),
+        ("a(1) returned: 2 and b.c(x) failed: y", ["a", "b.c"]),
+        ("f(x) returned 3", []),  # no colon: prose about a function
+        ("get_weather(\n) returned: x", []),  # one line
+    ],
+)
+def test_the_folded_form_is_found_inside_a_sentence(text: str, names: list[str]) -> None:
+    assert quoted_folded_results(text) == names
 
 
 async def test_a_next_call_after_folded_results_is_returned(start_proxy, fake_upstream) -> None:

@@ -31,6 +31,7 @@ from ..formats import (
     ToolSpec,
 )
 from ..formats.base import FinishReason
+from ..formats.history import quoted_folded_results
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
@@ -160,7 +161,7 @@ class ResponseBuilder(Generic[Item]):
         """No call may be made from now on (tool_choice "none", a policy, a forced answer): calls the
         model writes are withheld, also those written as plain lines, and repeats need no answering."""
         self.calls_withdrawn = True
-        self._first_sentence = self._talking = False  # no call can be asked for: the answer streams
+        self._talking = False  # no call can be asked for: only a quoted result's line holds the answer back
         self._lead_in_open = False  # nor can a copied example be dropped
         self._answered = frozenset()
         if self._plain_calls is None and self._tools:
@@ -203,7 +204,7 @@ class ResponseBuilder(Generic[Item]):
         self._keep_fallback()
         if self.buffered:
             self._held_text.clear()
-        self._first_sentence, self._talking = self._watch_talk and not self.calls_withdrawn, False
+        self._first_sentence, self._talking = self._watch_talk, False
         self._lead_in_open = not self.buffered and self._example is not None and not self.calls_withdrawn
         sent = "".join(self._sent_text)
         self._echo = Repetition(sent) if sent.strip() and not self.buffered else None
@@ -371,14 +372,24 @@ class ResponseBuilder(Generic[Item]):
         """Whether the held first sentence of a streamed answer has ended (or grown past the cap); when it
         talks about a tool, the rest of the attempt is held too (``_talking``)."""
         held = "".join(self._held_text)
-        if not self.calls_sent and SEGMENT_END.search(held) is None and len(held) < FIRST_SENTENCE_CAP:
+        ended = _ends_outside_brackets(held) if self.calls_withdrawn else SEGMENT_END.search(held) is not None
+        if not self.calls_sent and not ended and len(held) < FIRST_SENTENCE_CAP:
             return False
         self._first_sentence = False
+        if self.calls_withdrawn:  # a plain answer asked for: held only when it quotes a result's folded line
+            self._talking = self.quotes_results(held)
+            return True
         # a call: nothing to ask
         self._talking = not self.calls_sent and (
             bool(tools_talked_about(held, self._tools)) or self._leaves_out_the_rest(held)
         )
         return True
+
+    def quotes_results(self, text: str) -> bool:
+        """Whether ``text`` quotes a result as folded history tells it (``renew_loan({...}) returned: ...``) for one
+        of the request's tools: toolshim's rendering, never an answer."""
+        quoted = {_folded_name(name) for name in quoted_folded_results(text)}
+        return bool(quoted) and any(_folded_name(tool.name) in quoted for tool in self._tools)
 
     def _leaves_out_the_rest(self, text: str) -> bool:
         """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""
@@ -571,6 +582,19 @@ def close_reason(finish: str | None) -> FinishReason:
     if finish in ("length", "content_filter", "tool_calls"):
         return cast(FinishReason, finish)
     return "stop"
+
+
+def _ends_outside_brackets(text: str) -> bool:
+    """Whether a segment of ``text`` ends outside parentheses: a quoted call's arguments hold colons
+    (``renew_loan({"barcode": ...}) returned: ``), and its line is only known after them."""
+    return any(
+        text.count("(", 0, end.start()) <= text.count(")", 0, end.start()) for end in SEGMENT_END.finditer(text)
+    )
+
+
+def _folded_name(name: str) -> str:
+    """A tool name as names are compared (case, ``-``/``.``/space as ``_``)."""
+    return name.replace("-", "_").replace(" ", "_").replace(".", "_").casefold()
 
 
 def _same_json(a: str, b: str) -> bool:

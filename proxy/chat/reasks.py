@@ -71,6 +71,9 @@ def next_reask(
     if repair_ok and not withdrawn and forgets_the_rest(plan, builder, attempt):
         builder.drop_held_text()
         return "more", ""  # the plan's call body asks (emulation: ``EmulationPlan.calling``)
+    if repair_ok and withdrawn and plan.folded and builder.quotes_results(builder.retractable_text()):
+        builder.drop_held_text()  # a plain answer that quotes a result's folded line: toolshim's rendering
+        return "answer", answer_message(plan)
     if repair_ok and not plan.wants_call and attempt.finish == "stop" and not builder.has_answer():
         # "or call a tool" would invite another call; so would it after the folded results copied back
         if withdrawn or attempt.withheld or (plan.folded and copies_folded_results("".join(attempt.raw))):

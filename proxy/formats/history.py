@@ -281,6 +281,16 @@ def copies_folded_results(text: str) -> bool:
     return _FOLDED_RESULT_LINE.search(text) is not None
 
 
+_FOLDED_RESULT_QUOTED = re.compile(r"(?<![\w.\-])([A-Za-z_][\w.\-]*)\([^\n]*?\) (?:returned|failed):(?=\s|$)")
+
+
+def quoted_folded_results(text: str) -> list[str]:
+    """The tool names of the folded results' form (``name(args) returned: ``) anywhere in ``text``, inside a
+    sentence too ("The tool found that renew_loan({...}) returned: {...}"): toolshim's rendering of a result,
+    quoted instead of answered from."""
+    return [match[1] for match in _FOLDED_RESULT_QUOTED.finditer(text)]
+
+
 def folded_result_calls(text: str) -> list[tuple[str, str]]:
     """The calls the lines of ``text`` in the folded results' form name: (tool name, argument text)."""
     return [(match[1], match[2]) for match in _FOLDED_RESULT_LINE.finditer(text)]
