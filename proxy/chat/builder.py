@@ -31,14 +31,13 @@ from ..formats import (
     ToolSpec,
 )
 from ..formats.base import FinishReason
-from ..formats.history import quoted_folded_results
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
-from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions
+from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outside_brackets
 from .example import WorkedExample, opening_at_end
 from .grounding import Grounds, names_none_of
 from .mentions import WrapperTags
-from .plaincalls import PlainCalls
+from .plaincalls import PlainCalls, quotes_folded_results
 from .repeats import call_key
 from .toldcalls import tools_talked_about
 
@@ -372,7 +371,7 @@ class ResponseBuilder(Generic[Item]):
         """Whether the held first sentence of a streamed answer has ended (or grown past the cap); when it
         talks about a tool, the rest of the attempt is held too (``_talking``)."""
         held = "".join(self._held_text)
-        ended = _ends_outside_brackets(held) if self.calls_withdrawn else SEGMENT_END.search(held) is not None
+        ended = ends_outside_brackets(held) if self.calls_withdrawn else SEGMENT_END.search(held) is not None
         if not self.calls_sent and not ended and len(held) < FIRST_SENTENCE_CAP:
             return False
         self._first_sentence = False
@@ -388,8 +387,7 @@ class ResponseBuilder(Generic[Item]):
     def quotes_results(self, text: str) -> bool:
         """Whether ``text`` quotes a result as folded history tells it (``renew_loan({...}) returned: ...``) for one
         of the request's tools: toolshim's rendering, never an answer."""
-        quoted = {_folded_name(name) for name in quoted_folded_results(text)}
-        return bool(quoted) and any(_folded_name(tool.name) in quoted for tool in self._tools)
+        return quotes_folded_results(text, self._tools)
 
     def _leaves_out_the_rest(self, text: str) -> bool:
         """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""
@@ -582,19 +580,6 @@ def close_reason(finish: str | None) -> FinishReason:
     if finish in ("length", "content_filter", "tool_calls"):
         return cast(FinishReason, finish)
     return "stop"
-
-
-def _ends_outside_brackets(text: str) -> bool:
-    """Whether a segment of ``text`` ends outside parentheses: a quoted call's arguments hold colons
-    (``renew_loan({"barcode": ...}) returned: ``), and its line is only known after them."""
-    return any(
-        text.count("(", 0, end.start()) <= text.count(")", 0, end.start()) for end in SEGMENT_END.finditer(text)
-    )
-
-
-def _folded_name(name: str) -> str:
-    """A tool name as names are compared (case, ``-``/``.``/space as ``_``)."""
-    return name.replace("-", "_").replace(" ", "_").replace(".", "_").casefold()
 
 
 def _same_json(a: str, b: str) -> bool:

@@ -51,6 +51,14 @@ MAX_HELD = 4000  # characters held for one segment at most; past it the segment 
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 SEGMENT_END = re.compile(r"[.!?:\n]")  # a segment (a line, or a sentence in it) ends here
+
+
+def ends_outside_brackets(text: str) -> bool:
+    """Whether a segment of ``text`` ends outside parentheses: a quoted call's arguments hold colons
+    (``renew_loan({"barcode": ...}) returned: ``), and its line is only known after them."""
+    return any(text.count("(", 0, end.start()) <= text.count(")", 0, end.start()) for end in SEGMENT_END.finditer(text))
+
+
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")
 _WORD_CHARS = "'\u2019"
 

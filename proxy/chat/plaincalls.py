@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 
 from ..formats import ToolSpec
+from ..formats.history import quoted_folded_results
 
 _DECORATION = " \t#*>`-^[<"  # before a name: markdown, caret's ``^^^``, pythonic's ``[``, a tag's ``<``
 _KEY_DECORATION = " \t-*\"'`<"
@@ -42,6 +43,13 @@ _MAX_HEAD = 512  # a line start held at most this long while undecided
 
 def _fold(name: str) -> str:
     return name.replace("-", "_").replace(" ", "_").replace(".", "_").casefold()
+
+
+def quotes_folded_results(text: str, tools: Sequence[ToolSpec]) -> bool:
+    """Whether ``text`` quotes a result as folded history tells it (``renew_loan({...}) returned: ...``), at a line's
+    start or inside a sentence, for one of ``tools``: toolshim's rendering of a result, never an answer."""
+    quoted = {_fold(name) for name in quoted_folded_results(text)}
+    return bool(quoted) and any(_fold(tool.name) in quoted for tool in tools)
 
 
 def _after_keyword(rest: str, final: bool) -> str | None:
