@@ -97,12 +97,19 @@ class WorkedExample:
         return [f"{name}={json.dumps(value)}" for name, value in kept]
 
 
+def _shown_at(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> tuple[int, str]:
+    """Where the example's calls, as the format renders them, stand in the instructions, and that text; -1 and
+    empty when there are none, -1 when they are not found."""
+    records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
+    shown = fmt.render_calls(records) if records else ""
+    return (instructions.find(shown) if shown else -1), shown
+
+
 def _lines_before(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[str, Any]]) -> str:
     """The lines that lead to the example's calls in the instructions, back to a blank line ("For example:";
     ReAct's "Example (placeholder values):" and its Thought), stripped; empty when the example is not found as the
     format renders calls."""
-    records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
-    end = instructions.find(fmt.render_calls(records)) if records else -1
+    end, _ = _shown_at(instructions, fmt, calls)
     lines: list[str] = []
     while end > 0 and len(lines) < MAX_LEAD_IN_LINES:  # walk back line by line (the example ends the prompt)
         start = instructions.rfind("\n", 0, end - 1) + 1
@@ -121,9 +128,7 @@ def without_example(instructions: str, fmt: ToolFormat, calls: Sequence[tuple[st
     holds more than the lines that lead to it. Sent when a call copied the example's placeholder: asked the same
     question with the example in view (at the re-ask's temperature, 0.3), Qwen2.5-Coder-0.5B copied it again 11
     times in 12 into a parcel's postage (``country="example"``); without it never in 12, calling the tool each time."""
-    records = [ToolCallRecord("", name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in calls]
-    shown = fmt.render_calls(records) if records else ""
-    at = instructions.find(shown) if shown else -1
+    at, shown = _shown_at(instructions, fmt, calls)
     if at < 0:
         return instructions
     start = instructions.rfind("\n\n", 0, at)
