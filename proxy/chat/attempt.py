@@ -56,27 +56,61 @@ class Tally:
 
 
 class Repetition:
-    """Skips the start of a re-ask's text while it repeats ``sent`` (whitespace aside).
+    """Skips the start of a re-ask's text while it repeats ``sent`` (whitespace aside), a word at a time.
 
-    At the first character that differs the rest is new text and passes; once all of ``sent``
-    was repeated, everything after it passes."""
+    At the first character that differs the rest is new text and passes, with the part of the word it differs in
+    that matched (``Matterhorn is in Paris.`` sent, ``Mont Blanc ...`` written: the ``M`` is no repetition, and was
+    lost when only the rest passed); new text that starts afresh after a sent text that ends in a word gets a space
+    before it. Once all of ``sent`` was repeated, everything after it passes."""
 
-    __slots__ = ("_pos", "_sent", "done")
+    __slots__ = ("_gap", "_gap_open", "_held", "_open_end", "_pos", "_sent", "_starts", "done")
 
     def __init__(self, sent: str) -> None:
         self._sent = "".join(sent.split())
+        self._starts = _word_starts(sent)  # where the words of ``sent`` start in ``_sent`` (and its end)
+        self._open_end = bool(sent) and not sent[-1].isspace()
         self._pos = 0
+        self._held = ""  # what matched since the last place both texts were between words
+        self._gap = ""  # whitespace read since the last character that matched
+        self._gap_open = True  # at the start, or after whitespace
         self.done = False
 
     def skip(self, text: str) -> str:
         for i, ch in enumerate(text):
             if ch.isspace():
+                self._gap += ch
+                self._gap_open = True
                 continue
+            between_words = self._gap_open and self._pos in self._starts
+            if between_words:
+                self._held = ""
             if self._pos < len(self._sent) and ch == self._sent[self._pos]:
+                self._held += self._gap + ch
+                self._gap, self._gap_open = "", False
                 self._pos += 1
                 continue
             self.done = True
-            return text[i:]
-        if self._pos >= len(self._sent):
+            return self._given_back(between_words) + text[i:]
+        if self._pos >= len(self._sent):  # all of it repeated: what follows passes as written
             self.done = True
+            return self._gap
         return ""
+
+    def _given_back(self, between_words: bool) -> str:
+        """What passes before the first new character: the matched part of the word it is in, or the whitespace
+        before it; a space when there is none and nothing was repeated."""
+        if self._pos >= len(self._sent):
+            return self._gap
+        given = self._gap if between_words else self._held + self._gap
+        repeated = self._pos - sum(not ch.isspace() for ch in given)
+        return " " + given if not repeated and self._open_end and not given[:1].isspace() else given
+
+
+def _word_starts(text: str) -> frozenset[int]:
+    """The positions in ``text`` with its whitespace removed where a word starts, and its end."""
+    starts = {0}
+    position = 0
+    for word in text.split():
+        position += len(word)
+        starts.add(position)
+    return frozenset(starts)
