@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from toolshim.chat.grounding import Grounds, uncovered_mentions
+from toolshim.chat.grounding import Grounds, answered_as_asked, asked_apart, uncovered_mentions
 from toolshim.formats import ToolSpec
 
 from tests.fakes import Reply, last_message, text_stream
@@ -198,6 +198,81 @@ def test_the_thing_left_over_is_covered_by_its_own_call() -> None:
     assert uncovered_mentions(waiting) == []
     unpaired = [MUSEUMS, both[0], {"role": "tool", "content": '{"museum": "Louvre"}'}]  # no id: as written
     assert uncovered_mentions(unpaired) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "result", "told"),
+    [
+        # answered for one of the two: told as a call for that one
+        ({"museum": "Louvre and the Prado"}, '{"museum": "Louvre", "closes": "18:00"}', {"museum": "Louvre"}),
+        ({"where": {"names": ["Louvre, Prado"]}}, '{"museum": "Prado"}', {"where": {"names": ["Prado"]}}),
+        # answered for both, for neither, or failed on the value: told as written
+        ({"museum": "Louvre and the Prado"}, '{"Louvre": "18:00", "Prado": "20:00"}', None),
+        ({"museum": "Louvre and the Prado"}, '{"closes": "18:00"}', None),
+        ({"museum": "Louvre and the Prado"}, "Error: unknown museum 'Louvre and the Prado'", None),
+        ({"museum": "Louvre", "day": 3}, '{"museum": "Louvre"}', None),
+    ],
+)
+def test_a_call_is_told_as_its_result_answered_it(
+    arguments: dict[str, Any], result: str, told: dict[str, Any] | None
+) -> None:
+    messages = [MUSEUMS, *exchange(arguments, result)]
+    before = json.dumps(messages)
+    out = answered_as_asked(messages)
+    assert json.dumps(messages) == before  # the client's messages are not changed
+    call = out[1]["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"]) == (told or arguments)
+    assert (out[1] is messages[1]) == (told is None)
+    assert out[0] is MUSEUMS and out[2] is messages[2]
+
+
+def test_calls_before_the_question_and_unpaired_calls_are_told_as_written() -> None:
+    both = exchange({"museum": "Louvre and the Prado"}, '{"museum": "Louvre"}')
+    earlier = [{"role": "user", "content": "Is the Louvre or the Prado bigger?"}, *both]
+    assert answered_as_asked([*earlier, MUSEUMS]) == [*earlier, MUSEUMS]
+    unpaired = [MUSEUMS, both[0], {"role": "tool", "content": '{"museum": "Louvre"}'}]
+    assert answered_as_asked(unpaired) == unpaired
+    one_name = [{"role": "user", "content": "When does the Louvre close?"}, *both]
+    assert answered_as_asked(one_name) == one_name
+
+
+CITIES = {"role": "user", "content": "What's the weather in Paris and in Tokyo?"}
+
+
+@pytest.mark.parametrize(
+    ("question", "calls", "apart"),
+    [
+        # each name looked up on its own call
+        (CITIES, [({"city": "Paris"}, "{}"), ({"city": "Tokyo"}, "{}")], ["Paris", "Tokyo"]),
+        # one value for both, answered for one, then the other: apart as answered
+        (
+            MUSEUMS,
+            [({"museum": "Louvre and the Prado"}, '{"museum": "Louvre"}'), ({"museum": "Prado"}, "{}")],
+            ["Louvre", "Prado"],
+        ),
+        # one call names both (a conversion), or only one is asked about so far: not apart
+        (
+            {"role": "user", "content": "Convert 100 USD to EUR."},
+            [({"from": "USD", "to": "EUR", "amount": 100}, "{}")],
+            [],
+        ),
+        (CITIES, [({"city": "Paris"}, "{}")], []),
+        (CITIES, [({"city": "Paris"}, "{}"), ({"city": "Paris and Tokyo"}, "{}")], []),
+        # numbers are no names to answer for
+        (
+            {"role": "user", "content": "Are orders 1234 and 5678 shipped?"},
+            [({"id": "1234"}, "{}"), ({"id": "5678"}, "{}")],
+            [],
+        ),
+    ],
+)
+def test_the_names_asked_about_apart(
+    question: dict[str, Any], calls: list[tuple[dict[str, Any], str]], apart: list[str]
+) -> None:
+    messages = [question]
+    for i, (arguments, result) in enumerate(calls):
+        messages += exchange(arguments, result, f"c{i}")
+    assert asked_apart(messages) == apart
 
 
 @pytest.mark.parametrize(
@@ -521,6 +596,33 @@ async def test_a_call_for_two_things_answered_for_one_asks_for_the_other(
     assert json.loads(made["function"]["arguments"]) == {"museum": "Prado"}
     told = fake_upstream.requests[0]["messages"][-1]["content"]
     assert "The question also asks about Prado, which these results do not cover yet." in told
+    # the call is told as answered: for the Louvre (the client's own history keeps what it sent)
+    assert '- get_opening_hours({"museum": "Louvre"}) returned: ' in told
+    assert "Louvre and the Prado" not in told.split("Tool results so far:")[1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_to_things_looked_up_apart_names_what_was_found_for_each(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Told the Louvre's and the Prado's hours, a small model gave one of them for both: asked for an answer,
+    it is asked to name what was found for each; an echo of that request is toolshim's text, never the answer."""
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(pieces("The Louvre closes at 18:00 and the Prado at 20:00."))))
+    messages = [
+        MUSEUMS,
+        *exchange({"museum": "Louvre"}, '{"museum": "Louvre", "closes": "18:00"}'),
+        *exchange({"museum": "Prado"}, '{"museum": "Prado", "closes": "20:00"}', "c2"),
+    ]
+    for message in messages[1::2]:
+        message["tool_calls"][0]["function"]["name"] = "get_opening_hours"
+    result = await ask(proxy, stream, messages=messages, tools=[HOURS_TOOL])
+    assert result["choices"][0]["message"]["content"] == "The Louvre closes at 18:00 and the Prado at 20:00."
+    told = fake_upstream.requests[0]["messages"][-1]["content"]
+    assert told.endswith(
+        "If these results answer the question, answer it now, naming what they found for each of Louvre and "
+        "Prado. Otherwise call the next tool you need."
+    )
 
 
 async def test_the_re_ask_is_counted_as_ground(start_proxy, fake_upstream) -> None:
@@ -547,6 +649,26 @@ async def test_an_echo_of_the_uncovered_note_never_reaches_the_client(start_prox
     content = result["choices"][0]["message"]["content"] or ""
     assert "do not cover yet" not in content and "If these results" not in content, content
     assert "Tool results so far" not in content and content.strip(), content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_echo_of_the_request_for_each_never_reaches_the_client(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    proxy = await start_proxy(models=emulated("hermes", ground_arguments=True, tool_history="folded"))
+    fake_upstream.script(Reply(respond=last_message), Reply(respond=last_message), Reply(respond=last_message))
+    messages = [
+        {"role": "user", "content": "What's the weather in Paris and in Tokyo?"},
+        *exchange({"city": "Paris"}, '{"city": "Paris", "celsius": 18}'),
+        *exchange({"city": "Tokyo"}, '{"city": "Tokyo", "celsius": 25}', "c2"),
+    ]
+    for message in messages[1::2]:
+        message["tool_calls"][0]["function"]["name"] = "get_weather"
+    result = await ask(proxy, stream, messages=messages, tools=TOOLS)
+    content = result["choices"][0]["message"]["content"] or ""
+    assert "for each of" not in content and "If these results" not in content, content
+    assert "Tool results so far" not in content and content.strip(), content
+    assert "for each of Paris and Tokyo" in fake_upstream.requests[0]["messages"][-1]["content"]
 
 
 SEARCH_TOOL = {

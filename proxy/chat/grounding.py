@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..formats import ToolSpec, canonical_json
@@ -220,27 +220,113 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
     A call's value that names several of them ("Louvre and the Prado") covers only those its result names
     when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
-    start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
-    if start is None:
-        return []
-    question = content_text(messages[start].get("content"))
-    mentions: list[str] = []
-    for match in _MENTION.finditer(question.strip()):
-        mention = match.group().strip(".:-")
-        if mention and mention != "I" and mention not in mentions:
-            mentions.append(mention)
+    start, mentions = _question_mentions(messages)
     if not mentions:
         return []
     since = Grounds(list(_texts_told(messages[start + 1 :], mentions)))
     return [mention for mention in mentions if not since.has_text(mention)][:MAX_MENTIONS]
 
 
+def answered_as_asked(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with each call of the current loop told as its result answered it: a string value that
+    names several of the question's names ("Louvre and the Prado") names only those its result names (the
+    Louvre), when it names some (paired by ``tool_call_id``).
+
+    Told ``get_opening_hours({"museum": "Louvre and the Prado"}) returned: {"museum": "Louvre", ...}``, a small
+    model answers with the Louvre's hours for both, even after the Prado's result; told the call as answered,
+    it keeps the two apart. The messages themselves are not changed (copies where a value is narrowed)."""
+    start, mentions = _question_mentions(messages)
+    if len(mentions) < 2:
+        return list(messages)
+    results = {
+        str(message.get("tool_call_id")): content_text(message.get("content"))
+        for message in messages[start + 1 :]
+        if message.get("role") in ("tool", "function") and message.get("tool_call_id")
+    }
+    out = list(messages)
+    for index in range(start + 1, len(messages)):
+        message = messages[index]
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not isinstance(calls, list):
+            continue
+        narrowed = [_call_as_answered(call, results, mentions) for call in calls]
+        if any(new is not old for new, old in zip(narrowed, calls, strict=True)):
+            out[index] = {**message, "tool_calls": narrowed}
+    return out
+
+
+def _question_mentions(messages: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
+    """Where the latest user message is (-1: none) and the names and numbers it mentions (``_MENTION``)."""
+    start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+    if start is None:
+        return -1, []
+    question = content_text(messages[start].get("content"))
+    mentions: list[str] = []
+    for match in _MENTION.finditer(question.strip()):
+        mention = match.group().strip(".:-")
+        if mention and mention != "I" and mention not in mentions:
+            mentions.append(mention)
+    return start, mentions
+
+
+def _call_as_answered(call: Any, results: Mapping[str, str], mentions: Sequence[str]) -> Any:
+    """``call`` (a ``tool_calls`` item) with its arguments narrowed as its result answered them; the same object
+    when nothing narrows."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    result = results.get(str(call.get("id") or "")) if isinstance(function, Mapping) else None
+    if result is None or not isinstance(function, Mapping):
+        return call
+    try:
+        arguments = json.loads(str(function.get("arguments") or ""))
+    except ValueError:
+        return call
+    named = Grounds([result])
+    narrowed = _map_strings(arguments, lambda value: _value_as_answered(value, named, mentions))
+    if narrowed == arguments:
+        return call
+    return {**call, "function": {**function, "arguments": json.dumps(narrowed, ensure_ascii=False)}}
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` with ``change`` applied to every string leaf (keys kept)."""
+    if isinstance(value, Mapping):
+        return {key: _map_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(item, change) for item in value]
+    return change(value) if isinstance(value, str) else value
+
+
+def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The names of the latest user message that calls since it asked about apart (Paris in one call, Tokyo in
+    another; a value as its result answered it), when there are two or more and no one call names them all: the
+    answer has to tell what was found for each.
+
+    Measured with Qwen2.5-Coder-0.5B on the answer step of seven two-lookup tasks (12 samples each): asked for an
+    answer "naming what they found", it held both values 32 times in 84 ("The Louvre and the Prado are open
+    from 10:00 to 20:00"); asked to name "what they found for each of Louvre and Prado", 49 times."""
+    start, mentions = _question_mentions(messages)
+    names = [mention for mention in mentions if _LETTER.search(mention)]
+    if len(names) < 2:
+        return []
+    calls = [Grounds([text]) for text in _calls_told(messages[start + 1 :], names)]
+    asked = [name for name in names if any(call.has_text(name) for call in calls)]
+    if len(asked) < 2 or any(all(call.has_text(name) for name in asked) for call in calls):
+        return []
+    return asked[:MAX_MENTIONS]
+
+
 def _texts_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
-    """The texts of the messages since the question (results, the assistant's words) and their calls' arguments;
-    a value that names several ``mentions``, whose result names some of them, stands as those it names."""
+    """The texts of the messages since the question (results, the assistant's words) and their calls' arguments
+    (``_calls_told``)."""
+    yield from (content_text(message.get("content")) for message in messages)
+    yield from _calls_told(messages, mentions)
+
+
+def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
+    """The arguments' text of each call in ``messages``; a value that names several ``mentions``, whose result
+    names some of them, stands as those it names."""
     waiting: dict[str, str] = {}  # a call's id -> its arguments' text, until its result comes
     for message in messages:
-        yield content_text(message.get("content"))
         calls = [(str(call.get("id") or ""), function) for call, function in _functions(message)]
         for call_id, function in calls:
             arguments = str(function.get("arguments") or "")
@@ -267,24 +353,25 @@ def _functions(message: Mapping[str, Any]) -> Iterable[tuple[Mapping[str, Any], 
 
 
 def _as_answered(arguments: str, result: str, mentions: Sequence[str]) -> str:
-    """A call's arguments as its result answered them: a string value that names several ``mentions`` stands as
-    those of them the result names, when it names any (else the value stands whole: a result need not repeat
-    what it was asked about)."""
+    """A call's arguments as its result answered them (``_value_as_answered``), as text."""
     try:
         parsed = json.loads(arguments)
     except ValueError:
         return arguments
     named = Grounds([result])
-    told: list[str] = []
-    for value in _leaves(parsed):
-        if not isinstance(value, str):
-            told.append(json.dumps(value))
-            continue
-        inside = Grounds([value])
-        several = [mention for mention in mentions if inside.has_text(mention)]
-        answered = [mention for mention in several if named.has_text(mention)]
-        told.append(" ".join(answered) if len(several) > 1 and answered else value)
-    return "\n".join(told)
+    return "\n".join(
+        _value_as_answered(value, named, mentions) if isinstance(value, str) else json.dumps(value)
+        for value in _leaves(parsed)
+    )
+
+
+def _value_as_answered(value: str, named: Grounds, mentions: Sequence[str]) -> str:
+    """A string value that names several ``mentions`` as a result that names some of them answered it: those it
+    names (else the value whole: a result need not repeat what it was asked about)."""
+    inside = Grounds([value])
+    several = [mention for mention in mentions if inside.has_text(mention)]
+    answered = [mention for mention in several if named.has_text(mention)]
+    return " and ".join(answered) if len(several) > len(answered) > 0 else value
 
 
 def names_none_of(text: str, names: Sequence[str]) -> bool:

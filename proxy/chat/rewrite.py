@@ -22,15 +22,17 @@ from ..formats.history import (
     FOLD_FAILED,
     FOLD_HEADER,
     FOLD_NEXT,
+    answer_for_each,
     content_text,
     fold_history_endings,
     merge_system_prompt,
+    next_for_each,
     render_history,
     tool_failure,
 )
 from ..wire.errors import InvalidRequest
 from .example import WorkedExample, without_example
-from .grounding import Grounds, uncovered_mentions
+from .grounding import Grounds, answered_as_asked, asked_apart, uncovered_mentions
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
@@ -217,11 +219,16 @@ def build_plan(
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
         fold_next = note + (FOLD_CALL if note and withheld else FOLD_NEXT)
+        apart = () if note or fold_answer != FOLD_ANSWER else tuple(asked_apart(turn.messages))
+        if apart:  # each thing looked up on its own: the answer tells what was found for each
+            fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
     call_ending = note + FOLD_CALL if note and fold_next != note + FOLD_CALL else ""
     call_history: list[dict[str, Any]] | None = None
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
         endings = (fold_next, fold_answer, call_ending) if call_ending else (fold_next, fold_answer)
-        rendered = [_upstream_messages(one) for one in fold_history_endings(list(turn.messages), endings, tool_names)]
+        # a call is told as its result answered it: a value naming two things, answered for one, names that one
+        told = answered_as_asked(turn.messages) if rule.ground_arguments else list(turn.messages)
+        rendered = [_upstream_messages(one) for one in fold_history_endings(told, endings, tool_names)]
         history, answer_history = rendered[0], rendered[1]
         call_history = rendered[2] if call_ending else None
     else:
@@ -283,7 +290,9 @@ def build_plan(
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
-        made_calls=lambda: frozenset(calls_in_order(turn.messages)),
+        made_calls=lambda: (
+            frozenset(calls_in_order(turn.messages)) | frozenset(calls_in_order(answered_as_asked(turn.messages)))
+        ),
         grounds=grounds,
         conversation=(lambda: grounds) if grounds is not None else lambda: Grounds.of_messages(turn.messages),
         off_topic=grounded and relates_to_no_tool(offered, question),

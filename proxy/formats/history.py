@@ -221,6 +221,21 @@ FOLD_NEXT = (
 # alone (140 right in 160 against 125), but in whole loops the answers became lists that copied the results'
 # lines and added made-up details ("The temperature in the living room is now 20 degrees Celsius").
 FOLD_ANSWER = "Answer the question from these results, naming what they found."
+
+
+def answer_for_each(names: Sequence[str]) -> str:
+    """``FOLD_ANSWER`` for a question about several things looked up apart: what was found for each."""
+    return f"Answer the question from these results, naming what they found for each of {' and '.join(names)}."
+
+
+def next_for_each(names: Sequence[str]) -> str:
+    """``FOLD_NEXT`` for a question about several things looked up apart (``answer_for_each``)."""
+    return (
+        f"If these results answer the question, answer it now, naming what they found for each of "
+        f"{' and '.join(names)}. Otherwise call the next tool you need."
+    )
+
+
 FOLD_FAILED = "These calls failed: tell the user what the error says."  # the answer sentence when every latest one did
 FOLD_CALL = "Call the next tool you need."
 
