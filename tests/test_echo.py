@@ -89,8 +89,11 @@ def test_a_long_segment_is_released_at_the_cap() -> None:
 
 
 def test_normal_text_streams_after_a_few_words() -> None:
-    echo = EchoFilter(Instructions([PROMPT]))
+    echo = EchoFilter(Instructions([PROMPT * 2]))  # no note: released at the first trigram the prompt lacks
     assert echo.feed("The weather in ") == "The weather in "  # "the weather in": no such trigram in the prompt
+    echo = EchoFilter(Instructions([PROMPT]))  # a short prompt is a note too: released at its third word of its own
+    assert echo.feed("The weather in Tokyo ") == ""
+    assert echo.feed("is ") == "The weather in Tokyo is "
     echo = EchoFilter(Instructions([PROMPT]), MAX_MISSES)  # buffered: held while a paraphrase is possible
     assert echo.feed("The weather in ") == "" and echo.flush() == "The weather in "
 
@@ -99,7 +102,8 @@ def test_a_paraphrase_of_the_instructions_is_dropped() -> None:
     prompt = "Call a tool only when you need it; otherwise answer the user directly."
     text = "You can call this tool only when you need it; otherwise answer the user directly.\nParis is sunny."
     assert run(text, prompt=prompt, max_misses=MAX_MISSES).strip() == "Paris is sunny."
-    assert run(text, prompt=prompt) == text  # streamed: released at the first miss, not judged whole
+    assert run(text, prompt=prompt * 9) == text  # streamed after a long prompt: released at the first miss
+    assert run(text, prompt=prompt).strip() == "Paris is sunny."  # a short one's words: judged whole
     mention = "I only call a tool when you need it, and it is sunny in Paris today, I think.\n"
     assert run(mention, prompt=prompt, max_misses=MAX_MISSES) == mention  # a short run in its own sentence
 
@@ -221,10 +225,41 @@ def test_a_paraphrase_of_a_turn_s_note_is_dropped_in_a_stream_too(max_misses: in
         assert out == " Berlin is at 14:05."
 
 
-def test_an_answer_in_a_stream_is_released_at_its_first_word_of_its_own() -> None:
-    """Holding a note's sentences costs an answer nothing once it writes a word the notes lack."""
+def test_an_answer_in_a_stream_is_released_after_a_few_words_of_its_own() -> None:
+    """Holding a note's sentences costs an answer little: a few words the notes lack release it."""
     echo = EchoFilter(Instructions([PROMPT, NOTE]), 0)
-    assert echo.feed("New York is at 08:05 ") == "New York is at 08:05 "
+    assert echo.feed("New York is at") == ""
+    assert echo.feed(" 08:05 ") == "New York is at 08:05 "
+
+
+TOLD_BACK = [
+    "The question does not cover the New York yet, so call the next tool you need.",
+    "These results do not cover New York yet; otherwise call the next tool you need.",
+]
+
+
+@pytest.mark.parametrize("max_misses", [0, MAX_MISSES])
+@pytest.mark.parametrize("told", TOLD_BACK)
+def test_a_note_told_back_in_other_words_is_dropped(told: str, max_misses: int) -> None:
+    """A segment in the notes' words, with a run of them verbatim, and few words of its own: the note told back."""
+    text = f"{told} Berlin is at 14:05."
+    for splits in (None, list(range(len(text)))):
+        assert "".join(run_notes(text, splits, max_misses)) == " Berlin is at 14:05."
+
+
+@pytest.mark.parametrize("max_misses", [0, MAX_MISSES])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The results do not cover New York yet, but Berlin is at 14:05.",
+        "I could not find New York, so call the next tool you need to check it later, please.",
+        "New York is at 08:05, so call the next tool you need.",
+    ],
+)
+def test_an_answer_that_borrows_a_note_s_words_stays(answer: str, max_misses: int) -> None:
+    """Words of its own (a value, a name, its own sentence) keep an answer that shares a phrase with a note."""
+    for splits in (None, list(range(len(answer)))):
+        assert "".join(run_notes(answer, splits, max_misses)) == answer
 
 
 def run_notes(text: str, splits: list[int] | None, max_misses: int) -> list[str]:

@@ -48,6 +48,7 @@ MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that 
 LONG_RUN = 4  # known trigrams in a row (6 words of the instructions verbatim) that make a paraphrase an echo
 NOTE_CHARS = 600  # an injected text this short is a note (a sentence for the turn), not the tool prompt
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
+MAX_OFF_NOTES = 2  # words outside toolshim's notes a streamed segment may have and still be held as a paraphrase
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 SEGMENT_END = re.compile(r"[.!?:\n]")  # a segment (a line, or a sentence in it) ends here
@@ -150,7 +151,7 @@ class EchoFilter:
         "_max_misses",
         "_mentions",
         "_misses",
-        "_notes_only",
+        "_off_notes",
         "_pending",
         "_released",
         "_run",
@@ -170,9 +171,9 @@ class EchoFilter:
         self._released = False  # the current segment is known not to be an echo: pass it through
         self._words: list[str] = []
         self._misses = 0  # words (the first two) and trigrams of the segment the instructions lack
-        # every word of the segment so far is a word of toolshim's notes (a stream holds it: a paraphrase; a
-        # buffered answer holds every segment up to MAX_MISSES anyway)
-        self._notes_only = True
+        # words of the segment so far that toolshim's notes lack (a stream holds a segment of few such words: a
+        # paraphrase; a buffered answer holds every segment up to MAX_MISSES anyway)
+        self._off_notes = 0
         self._run = 0  # known trigrams in a row, now
         self._best_run = 0  # ... and the longest such run in the segment
         self._after_drop = False  # the segment before was dropped: a bare line break goes with it
@@ -228,7 +229,9 @@ class EchoFilter:
             self._words.append(word.casefold())
             if not self._still_possible():
                 return self._release()
-        at_limit = not self._words or self._misses >= self._max_misses  # the first word, or no misses left
+        # the first word, or no misses left and no word outside the notes either: a word no instruction word
+        # starts like decides
+        at_limit = not self._words or (self._misses >= self._max_misses and not self._notes_hold(1))
         if self._pending and at_limit and self._pending.casefold() not in self._index.prefixes:
             return self._release()  # no instruction word starts like this: the segment is the model's own
         if len(self._held) > MAX_HELD:
@@ -239,7 +242,7 @@ class EchoFilter:
         """Count the newest word: known (its trigram, or for the first two the word itself, is in the
         instructions) or a miss; the segment may still be an echo while the misses stay few."""
         words = self._words
-        self._notes_only = self._notes_only and words[-1] in self._index.note_words
+        self._off_notes += words[-1] not in self._index.note_words
         if len(words) >= 3:
             known = (words[-3], words[-2], words[-1]) in self._index.trigrams
             self._run = self._run + 1 if known else 0
@@ -251,9 +254,14 @@ class EchoFilter:
         self._misses += not known
         if self._misses <= self._max_misses:
             return True
-        # a streamed segment written so far only in the words of toolshim's notes is held to its end and
-        # judged whole (a paraphrase of the last instruction); a word of the model's own releases it
-        return self._misses <= MAX_MISSES and self._notes_only
+        # a streamed segment written so far in the words of toolshim's notes (all but a few) is held to its end
+        # and judged whole (a paraphrase of the last instruction); more words of the model's own release it
+        return self._notes_hold()
+
+    def _notes_hold(self, more: int = 0) -> bool:
+        """Whether the segment, with ``more`` words outside the notes, is still held as a possible paraphrase of
+        them (there are notes, and it has few words of its own)."""
+        return bool(self._index.note_words) and self._off_notes + more <= MAX_OFF_NOTES
 
     def _release(self) -> str:
         held, self._held, self._released, self._after_drop = self._held, "", True, False
@@ -268,11 +276,16 @@ class EchoFilter:
 
     def _end_segment(self) -> str:
         """Close the open segment: drop it when it was an echo, else give back what was held."""
-        held, released, misses, best_run = self._held, self._released, self._misses, self._best_run
+        held, released, misses, best_run, off_notes = (
+            self._held,
+            self._released,
+            self._misses,
+            self._best_run,
+            self._off_notes,
+        )
         words = self._words + [word.casefold() for word in _WORD.findall(self._pending)]
         self._held, self._pending, self._released, self._words = "", "", False, []
-        self._misses = self._run = self._best_run = 0
-        self._notes_only = True
+        self._misses = self._run = self._best_run = self._off_notes = 0
         if released:
             return held
         if not held.strip() or not words:  # blanks, or punctuation only ("---"): they go with their neighbours
@@ -280,7 +293,11 @@ class EchoFilter:
                 self._short.append(held)
                 return ""
             return "" if self._after_drop else held
-        if len(words) >= MIN_WORDS and (_all_known(words, self._index) or _paraphrase(words, misses, best_run)):
+        if len(words) >= MIN_WORDS and (
+            _all_known(words, self._index)
+            or _paraphrase(words, misses, best_run)
+            or _told_back(words, off_notes, best_run)
+        ):
             self._drop_short()  # the short segments before it were part of the echo
             return ""
         if len(words) < MIN_WORDS and tuple(words) in self._index.segments:
@@ -323,6 +340,13 @@ def _paraphrase(words: list[str], misses: int, best_run: int) -> bool:
     """A segment that repeats the instructions with a few words changed ("You can call this tool only
     when you need it; otherwise answer the user directly."): a long verbatim run, most of it known."""
     return best_run >= LONG_RUN and 2 * misses <= len(words) - 2
+
+
+def _told_back(words: list[str], off_notes: int, best_run: int) -> bool:
+    """A segment that tells toolshim's notes back in their own words, with a long verbatim run of them ("The question
+    does not cover the Matterhorn yet, so call the next tool you need."): at most a fifth of its words are not the
+    notes' (an answer brings its own: the values and names a result gave)."""
+    return best_run >= LONG_RUN and 5 * off_notes <= len(words)
 
 
 def _all_known(words: list[str], index: Instructions) -> bool:
