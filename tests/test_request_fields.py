@@ -85,6 +85,58 @@ async def test_of_two_limits_the_smaller_is_sent(
     assert sent["max_tokens"] == 5 and "max_completion_tokens" not in sent
 
 
+# ---- max_output_tokens (the rule's output limit) -----------------------------------------------
+
+
+@pytest.mark.parametrize("tool_mode", ["native", "hermes"])
+@pytest.mark.parametrize(
+    ("client_limits", "sent_limit"),
+    [
+        ({}, 300),  # none from the client: the rule's (a small model without one writes until its context is full)
+        ({"max_tokens": 5}, 5),  # the client's when lower
+        ({"max_completion_tokens": 5000}, 300),  # the rule's when the client's is higher
+        ({"max_tokens": 50, "max_completion_tokens": 5000}, 50),
+    ],
+)
+async def test_the_rule_s_output_limit_holds_for_every_request(
+    start_proxy: Any, fake_upstream: FakeUpstream, tool_mode: str, client_limits: dict[str, int], sent_limit: int
+) -> None:
+    fake_upstream.script(reply_for(tool_mode))
+    proxy = await start_proxy(models=emulated(tool_mode, max_output_tokens=300))
+    answer = await ask(proxy, False, messages=USER, tools=WEATHER, **client_limits)
+    assert answer["choices"][0]["message"]["content"] == "Bonjour"
+    [sent] = fake_upstream.requests
+    assert sent["max_tokens"] == sent_limit and "max_completion_tokens" not in sent
+
+
+async def test_the_rule_s_output_limit_reaches_an_openai_upstream_by_its_new_name(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    """OpenAI's reasoning models refuse ``max_tokens``: the limit toolshim adds is ``max_completion_tokens``."""
+    proxy = await start_proxy(
+        models=[{"match": "*", "upstream": "up", "tool_mode": "native", "max_output_tokens": 300}],
+        upstream_extra={"field_dialect": "openai"},
+    )
+    async with checked_openai(proxy.base_url) as sdk:
+        await sdk.chat.completions.create(model="m", messages=USER)
+    [sent] = fake_upstream.requests
+    assert sent["max_completion_tokens"] == 300 and "max_tokens" not in sent
+
+
+async def test_the_rule_s_output_limit_holds_for_a_responses_request(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(Reply(pieces=text_stream(["Bon", "jour"])))
+    proxy = await start_proxy(models=emulated("hermes", max_output_tokens=300))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{proxy.base_url}/responses", json={"model": "m", "input": "hi", "store": False}) as r:
+            assert r.status == 200, await r.text()
+            [message] = (await r.json())["output"]
+            assert message["content"][0]["text"] == "Bonjour"
+    [sent] = fake_upstream.requests
+    assert sent["max_tokens"] == 300
+
+
 # ---- the developer role --------------------------------------------------------------------------
 
 

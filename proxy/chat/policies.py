@@ -15,6 +15,10 @@ instruction, so native and emulated modes both stop calling tools and the histor
 * tool budget              ``max_tools`` with ``tool_priority``, then recent use, then request order
 * tool output limits       ``max_tool_output_chars``, ``max_total_tool_output_chars``,
                            ``tool_output_limits`` (per tool name)
+* output limit             ``max_output_tokens``: the most tokens one upstream request may generate; the
+                           client's limit when lower, this one when the client set none (a small model
+                           that loops on a request without a limit generates until its context is full:
+                           minutes of a local server, for one answer)
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from ..config.fields import is_count
 from ..config.rules import ModelRule
 from ..formats import ToolChoice
 from ..formats.history import content_text, merge_system_prompt
@@ -68,7 +73,30 @@ def apply_policies(turn: ChatTurn, rule: ModelRule) -> PolicyResult:
     if limited is not None:
         result.turn = result.turn.with_messages(limited).with_injected(*_cut_markers(limited))
         result.actions.append("tool_output_limit")
+    capped = _capped_output(result.turn, rule.max_output_tokens)
+    if capped is not None:
+        result.turn = capped
+        result.actions.append("max_output_tokens")
     return result
+
+
+_OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
+
+
+def _capped_output(turn: ChatTurn, cap: int | None) -> ChatTurn | None:
+    """The turn with no output limit above ``cap``, and ``max_completion_tokens: cap`` when it has none (OpenAI's
+    name; a compatible upstream gets it as ``max_tokens``, config/fields.py); ``None`` when nothing changes."""
+    if cap is None:
+        return None
+    options = dict(turn.options)
+    limits = [name for name in _OUTPUT_LIMITS if is_count(options.get(name))]
+    if not limits:
+        options["max_completion_tokens"] = cap
+    elif all(options[name] <= cap for name in limits):
+        return None
+    for name in limits:
+        options[name] = min(options[name], cap)
+    return turn.with_options(options)
 
 
 # ---- loop guards ----------------------------------------------------------------------------

@@ -130,6 +130,9 @@ class ChatTurn:
     def with_messages(self, messages: Iterable[Message]) -> ChatTurn:
         return replace(self, messages=tuple(messages))
 
+    def with_options(self, options: Mapping[str, Any]) -> ChatTurn:
+        return replace(self, options=dict(options))
+
     def with_injected(self, *texts: str) -> ChatTurn:
         """Note texts toolshim added to the messages (the emulated answer keeps them out of the model's text)."""
         return replace(self, injected=(*self.injected, *(t for t in texts if t)))

@@ -85,13 +85,14 @@ def _max_tokens(body: dict[str, Any]) -> None:
     older = body.get("max_tokens")
     if newer is None:
         return
-    if _is_count(newer) and _is_count(older):
+    if is_count(newer) and is_count(older):
         body["max_tokens"] = min(newer, older)
-    elif older is None or not _is_count(older):
+    elif older is None or not is_count(older):
         body["max_tokens"] = newer
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """A token count: an int, and not a bool (JSON true is no limit)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

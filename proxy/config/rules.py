@@ -227,6 +227,9 @@ class ModelRule(_Strict):
     tool_output_limits: dict[str, Annotated[int, Field(ge=200)]] = Field(default_factory=dict)
     retry_without_tools: bool = False
     max_request_seconds: float | None = Field(None, gt=0)
+    # the most tokens one upstream request may generate: the client's limit when lower, this one when it set
+    # none (policies.py); null: the client's limit alone
+    max_output_tokens: int | None = Field(None, ge=1)
     # seconds from the request until the upstream's first token; null turns it off (then only read_timeout,
     # the idle time between bytes, bounds the wait). On by default (FIRST_TOKEN_TIMEOUT) for a server that
     # keeps the stream alive (SSE comments, a role chunk, empty deltas) but never produces a token
