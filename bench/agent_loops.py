@@ -62,6 +62,7 @@ from bench.charts import bar_chart  # noqa: E402
 from bench.hygiene import ECHO_WORDS, markup_pattern, without_code  # noqa: E402
 from bench.loop_clients import FRAMEWORKS, LANGGRAPH_OUT_OF_STEPS, LoopContext, LoopEnd  # noqa: E402
 from bench.loop_tasks import (  # noqa: E402
+    EIGHTH,
     FIFTH,
     FOURTH,
     FRESH,
@@ -647,7 +648,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default=",".join(t.name for t in TASKS),
-        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... seventh); default: main 9",
+        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... eighth); default: main 9",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
@@ -674,6 +675,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks.replace("fifth", ",".join(t.name for t in FIFTH))
     args.tasks = args.tasks.replace("sixth", ",".join(t.name for t in SIXTH))
     args.tasks = args.tasks.replace("seventh", ",".join(t.name for t in SEVENTH))
+    args.tasks = args.tasks.replace("eighth", ",".join(t.name for t in EIGHTH))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

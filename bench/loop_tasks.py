@@ -567,6 +567,92 @@ def days_between(args: Args) -> dict[str, Any]:
     return {"start": start.isoformat(), "end": end.isoformat(), "days": (end - start).days}
 
 
+# ---- the eighth set's tools (written 2026-11-29, before any run) ----------------------------------
+
+SHARE_PRICES = {"apple": ("AAPL", 187.44), "aapl": ("AAPL", 187.44), "nokia": ("NOKIA", 4.12)}
+
+
+def get_share_price(args: Args) -> dict[str, Any]:
+    symbol, price = SHARE_PRICES[_find(SHARE_PRICES, _text(args, "symbol", "company", "ticker", "name"))]
+    return {"symbol": symbol, "price": price, "currency": "USD"}
+
+
+UNIT_FACTORS = {("mi", "km"): 1.609344, ("km", "mi"): 1 / 1.609344, ("kg", "lb"): 2.2046226}
+
+
+def _unit(raw: str) -> str:
+    folded = raw.casefold().strip()
+    for short, words in (("mi", ("mile",)), ("km", ("kilomet", "km")), ("kg", ("kilogram", "kg")), ("lb", ("pound",))):
+        if folded == short or any(word in folded for word in words):
+            return short
+    raise ValueError(f"unknown unit: {raw!r}")
+
+
+def convert_units(args: Args) -> dict[str, Any]:
+    value = _number(args, "value", "amount", "quantity")
+    source, target = _unit(_text(args, "from_unit", "from", "unit")), _unit(_text(args, "to_unit", "to"))
+    return {"value": _tidy(value), "from": source, "to": target, "result": _tidy(value * UNIT_FACTORS[source, target])}
+
+
+def get_train_status(args: Args) -> dict[str, Any]:
+    number = re.sub(r"\D", "", _text(args, "train_number", "train", "number"))
+    if number != "6611":
+        raise ValueError(f"no train {number!r} today")
+    return {"train": "6611", "destination": "Lyon", "on_time": False, "delay_minutes": 25}
+
+
+RESTAURANTS = {("italian", "turin"): ("Trattoria Sole", "R-77")}
+
+
+def find_restaurant(args: Args) -> dict[str, Any]:
+    cuisine, city = _text(args, "cuisine", "type").casefold(), _text(args, "city", "location").casefold()
+    for (kind, town), (name, restaurant_id) in RESTAURANTS.items():
+        if kind in cuisine and town in city:
+            return {"name": name, "restaurant_id": restaurant_id, "city": town.title()}
+    return {"results": [], "note": "no restaurant found"}
+
+
+def reserve_table(args: Args) -> dict[str, Any]:
+    restaurant_id = _text(args, "restaurant_id", "id").upper()
+    if restaurant_id != "R-77":
+        raise ValueError(f"no restaurant {restaurant_id!r}")
+    match = re.search(r"(\d{1,2})[:.h](\d{2})", _text(args, "time"))
+    if match is None:
+        raise ValueError("time must be HH:MM")
+    people = int(_number(args, "people", "party_size", "guests"))
+    return {
+        "booked": True,
+        "restaurant_id": "R-77",
+        "time": f"{int(match[1]):02d}:{match[2]}",
+        "people": people,
+        "confirmation": "C-5521",
+    }
+
+
+FX_RATES = {("usd", "jpy"): 151.2, ("eur", "usd"): 1.08}
+
+
+def get_exchange_rate(args: Args) -> dict[str, Any]:
+    source, target = (
+        _text(args, "from_currency", "base", "from").casefold(),
+        _text(args, "to_currency", "to").casefold(),
+    )
+    rate = FX_RATES[(source[:3], target[:3])]
+    return {"from": source[:3].upper(), "to": target[:3].upper(), "rate": rate}
+
+
+def find_events(args: Args) -> dict[str, Any]:
+    city = _text(args, "city", "location")
+    return {"city": city.strip().title(), "events": []}
+
+
+def send_sms(args: Args) -> dict[str, Any]:
+    to, message = _text(args, "to", "number", "phone"), _text(args, "message", "text", "body")
+    if len(re.sub(r"\D", "", to)) < 6:
+        raise ValueError(f"not a phone number: {to!r}")
+    return {"sent": True, "to": to, "characters": len(message)}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -911,6 +997,61 @@ TOOLS: dict[str, Tool] = {
             _obj({"start": STR, "end": STR}, ["start", "end"]),
             days_between,
         ),
+        Tool(
+            "get_share_price",
+            "The latest share price of a company, by its stock symbol.",
+            _obj({"symbol": {"type": "string", "description": "e.g. MSFT"}}, ["symbol"]),
+            get_share_price,
+        ),
+        Tool(
+            "convert_units",
+            "Convert a quantity from one unit to another (mi, km, kg, lb).",
+            _obj({"value": NUM, "from_unit": STR, "to_unit": STR}, ["value", "from_unit", "to_unit"]),
+            convert_units,
+        ),
+        Tool(
+            "get_train_status",
+            "Whether a train runs on time today, by its train number.",
+            _obj({"train_number": STR}, ["train_number"]),
+            get_train_status,
+        ),
+        Tool(
+            "find_restaurant",
+            "Find a restaurant by cuisine in a city: its name and id.",
+            _obj({"cuisine": STR, "city": STR}, ["cuisine", "city"]),
+            find_restaurant,
+        ),
+        Tool(
+            "reserve_table",
+            "Book a table at a restaurant by its id.",
+            _obj(
+                {
+                    "restaurant_id": STR,
+                    "time": {"type": "string", "description": "HH:MM"},
+                    "people": {"type": "integer"},
+                },
+                ["restaurant_id", "time", "people"],
+            ),
+            reserve_table,
+        ),
+        Tool(
+            "get_exchange_rate",
+            "The exchange rate between two currencies (ISO codes).",
+            _obj({"from_currency": STR, "to_currency": STR}, ["from_currency", "to_currency"]),
+            get_exchange_rate,
+        ),
+        Tool(
+            "find_events",
+            "Concerts, fairs and other public events in a city this weekend.",
+            _obj({"city": STR}, ["city"]),
+            find_events,
+        ),
+        Tool(
+            "send_sms",
+            "Send a text message to a phone number.",
+            _obj({"to": STR, "message": STR}, ["to", "message"]),
+            send_sms,
+        ),
     )
 }
 
@@ -1068,6 +1209,14 @@ def renewal_refused(answer: str, calls: Sequence[Call]) -> list[str]:
     if _RENEWAL_REFUSED.search(answer) is None or re.search(r"\b(?:has|have|was) been renewed\b", answer, re.I):
         return ["answer does not say the renewal was refused (another reader reserved the book)"]
     return []
+
+
+_NONE_FOUND = re.compile(r"\b(?:no|none|nothing|not any|aren't any|are not any|isn't anything|zero)\b", re.IGNORECASE)
+
+
+def says_none_found(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the tool found nothing (an empty list), instead of making events up."""
+    return [] if _NONE_FOUND.search(answer) else ["answer does not say that nothing was found"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -1629,4 +1778,78 @@ SEVENTH: tuple[Task, ...] = (
         summary="a date difference through the tool (45 days)",
     ),
 )
-TASKS_BY_NAME = {task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH)}
+# Written 2026-11-29 (session after stop 47) before any run on them (``--tasks eighth``), with eight new tools:
+# a share price, a unit conversion, a late train, a restaurant to find and then book, two lookups of two
+# different tools, a list that comes back empty, a text message to send, and a question no tool answers.
+EIGHTH: tuple[Task, ...] = (
+    Task(
+        "apple_shares",
+        "What is Apple's share price right now?",
+        ("get_share_price", "convert_units"),
+        (called("get_share_price"), not_called("convert_units"), says_number("187.4", "187.5")),
+        summary="a share price through the tool (187.44 USD)",
+    ),
+    Task(
+        "marathon_km",
+        "How many kilometres is a marathon of 26.2 miles?",
+        ("convert_units", "get_share_price"),
+        (called("convert_units", "26.2"), says_number("42.1", "42.2"), prose),
+        summary="a unit conversion through the tool (42.16 km)",
+    ),
+    Task(
+        "late_train",
+        "Is my train 6611 to Lyon on time today?",
+        ("get_train_status", "send_sms"),
+        (called("get_train_status", "6611"), not_called("send_sms"), says_number("25")),
+        summary="a status with a delay (25 minutes late)",
+    ),
+    Task(
+        "book_trattoria",
+        "Book a table for 2 at an Italian restaurant in Turin at 20:00.",
+        ("find_restaurant", "reserve_table"),
+        (
+            called("find_restaurant", "italian", "turin"),
+            called("reserve_table", "r-77", "20:00"),
+            says_word("trattoria sole", "c-5521", "booked", "reserved", "confirmed"),
+            not_negated,
+        ),
+        summary="find the restaurant's id, then book it (Trattoria Sole, C-5521)",
+    ),
+    Task(
+        "yen_and_weather",
+        "What's the US dollar to yen exchange rate, and what's the weather in Tokyo?",
+        ("get_exchange_rate", "get_weather"),
+        (
+            called("get_exchange_rate", "usd", "jpy"),
+            called("get_weather", "tokyo"),
+            says_number("151"),
+            says_number("25"),
+        ),
+        summary="two independent lookups of two tools (151.2 and 25 C)",
+    ),
+    Task(
+        "oslo_events",
+        "Are there any events in Oslo this weekend?",
+        ("find_events", "get_weather"),
+        (called("find_events", "oslo"), says_none_found),
+        summary="the tool finds nothing (an empty list): the answer says so",
+    ),
+    Task(
+        "running_late",
+        "Text +47 555 1234 that I'm running 10 minutes late.",
+        ("send_sms", "get_train_status"),
+        (called("send_sms", "555", "late"), says_word("sent", "texted", "message"), not_negated),
+        summary="an action with two values from the question (a text sent)",
+    ),
+    Task(
+        "mouse_plural",
+        "What is the plural of the word 'mouse'?",
+        ("find_events", "send_sms"),
+        (no_calls, says_word("mice")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
+TASKS_BY_NAME = {
+    task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH)
+}

@@ -27,6 +27,7 @@ from bench.agent_loops import (
 )
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
 from bench.loop_tasks import (
+    EIGHTH,
     FIFTH,
     FOURTH,
     FRESH,
@@ -44,7 +45,7 @@ from bench.loop_tasks import (
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH)  # every task of every set
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH)  # every task of every set
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -199,6 +200,29 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("days_between", {"start": "2026-03-01", "end": "2026-04-15"})],
         "There are 45 days from 2026-03-01 to 2026-04-15.",
     ),
+    "apple_shares": ([("get_share_price", {"symbol": "AAPL"})], "Apple (AAPL) trades at 187.44 USD."),
+    "marathon_km": (
+        [("convert_units", {"value": 26.2, "from_unit": "mi", "to_unit": "km"})],
+        "A marathon of 26.2 miles is 42.16 km.",
+    ),
+    "late_train": ([("get_train_status", {"train_number": "6611"})], "No: train 6611 to Lyon is 25 minutes late."),
+    "book_trattoria": (
+        [
+            ("find_restaurant", {"cuisine": "Italian", "city": "Turin"}),
+            ("reserve_table", {"restaurant_id": "R-77", "time": "20:00", "people": 2}),
+        ],
+        "Your table for 2 at Trattoria Sole is booked for 20:00 (confirmation C-5521).",
+    ),
+    "yen_and_weather": (
+        [("get_exchange_rate", {"from_currency": "USD", "to_currency": "JPY"}), ("get_weather", {"city": "Tokyo"})],
+        "One US dollar buys 151.2 yen, and Tokyo is cloudy at 25 C.",
+    ),
+    "oslo_events": ([("find_events", {"city": "Oslo"})], "There are no events listed in Oslo this weekend."),
+    "running_late": (
+        [("send_sms", {"to": "+47 555 1234", "message": "I'm running 10 minutes late."})],
+        "I sent the message to +47 555 1234.",
+    ),
+    "mouse_plural": ([], "The plural of mouse is mice."),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
@@ -226,7 +250,7 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 @pytest.mark.parametrize(
     "task",
-    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH) if t.needs_tool],
+    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH) if t.needs_tool],
     ids=lambda t: t.name,
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
