@@ -226,6 +226,41 @@ def test_a_call_is_told_as_its_result_answered_it(
     assert out[0] is MUSEUMS and out[2] is messages[2]
 
 
+@pytest.mark.parametrize(
+    ("question", "arguments", "result"),
+    [
+        # numbers of the question inside a value that is no list of names (seen in the eighth loop set: "20:00"
+        # was told as "2", and the text message as "10")
+        (
+            "Book a table for 2 at an Italian restaurant in Turin at 20:00.",
+            {"restaurant_id": "1234567890", "time": "20:00", "people": 2},
+            "ValueError: no restaurant '1234567890'",
+        ),
+        (
+            "Text +47 555 1234 that I'm running 10 minutes late.",
+            {"to": "+47 555 1234", "message": "I'm running 10 minutes late"},
+            '{"sent": true, "characters": 10}',
+        ),
+        # two names in a value that says more than the names
+        (
+            "Compare the Louvre and the Prado.",
+            {"query": "visitor numbers of the Louvre and the Prado"},
+            '{"museum": "Louvre", "visitors": 8900000}',
+        ),
+    ],
+)
+def test_a_value_that_is_no_list_of_names_is_told_as_written(
+    question: str, arguments: dict[str, Any], result: str
+) -> None:
+    messages = [{"role": "user", "content": question}, *exchange(arguments, result)]
+    assert answered_as_asked(messages) == messages
+
+
+def test_i_and_i_m_are_no_names_the_question_asks_about() -> None:
+    question = {"role": "user", "content": "Text Anna that I'm late, and tell me if I'll make it."}
+    assert uncovered_mentions([question]) == ["Anna"]
+
+
 def test_calls_before_the_question_and_unpaired_calls_are_told_as_written() -> None:
     both = exchange({"museum": "Louvre and the Prado"}, '{"museum": "Louvre"}')
     earlier = [{"role": "user", "content": "Is the Louvre or the Prado bigger?"}, *both]

@@ -211,6 +211,7 @@ class Grounds:
 # a name the question mentions: Capitalised words in a row (not opening a sentence), or a token with a digit
 _MENTION = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b[\w-]*\d[\w.:-]*")
 MAX_MENTIONS = 4
+_FIRST_PERSON = re.compile(r"I(?:['\u2019](?:m|ve|d|ll))?")  # "I", "I'm": capitalised, and no name
 
 
 def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -264,7 +265,7 @@ def _question_mentions(messages: Sequence[Mapping[str, Any]]) -> tuple[int, list
     mentions: list[str] = []
     for match in _MENTION.finditer(question.strip()):
         mention = match.group().strip(".:-")
-        if mention and mention != "I" and mention not in mentions:
+        if mention and not _FIRST_PERSON.fullmatch(mention) and mention not in mentions:
             mentions.append(mention)
     return start, mentions
 
@@ -366,12 +367,28 @@ def _as_answered(arguments: str, result: str, mentions: Sequence[str]) -> str:
 
 
 def _value_as_answered(value: str, named: Grounds, mentions: Sequence[str]) -> str:
-    """A string value that names several ``mentions`` as a result that names some of them answered it: those it
-    names (else the value whole: a result need not repeat what it was asked about)."""
-    inside = Grounds([value])
-    several = [mention for mention in mentions if inside.has_text(mention)]
-    answered = [mention for mention in several if named.has_text(mention)]
+    """A string value that lists several of the question's names as a result that names some of them answered it:
+    those it names (else the value whole: a result need not repeat what it was asked about)."""
+    several = _names_listed(value, mentions)
+    answered = [name for name in several if named.has_text(name)]
     return " and ".join(answered) if len(several) > len(answered) > 0 else value
+
+
+_CONNECTORS = frozenset({"and", "or", "the", "plus", "vs", "versus", "both"})
+
+
+def _names_listed(value: str, mentions: Sequence[str]) -> list[str]:
+    """The names among ``mentions`` (with a letter) that ``value`` is a list of ("Louvre and the Prado", "Louvre,
+    Prado"); none when it names fewer than two, or says anything besides them ("I'm running 10 minutes late"
+    holds the question's "10", but is a message, not a list of things to look up)."""
+    inside = Grounds([value])
+    names = [mention for mention in mentions if _LETTER.search(mention) and inside.has_text(mention)]
+    if len(names) < 2:
+        return []
+    rest = value.casefold()
+    for name in names:
+        rest = rest.replace(name.casefold(), " ")
+    return names if all(word in _CONNECTORS for word in _WORD.findall(rest)) else []
 
 
 def names_none_of(text: str, names: Sequence[str]) -> bool:
