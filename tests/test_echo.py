@@ -235,6 +235,8 @@ def test_an_answer_in_a_stream_is_released_after_a_few_words_of_its_own() -> Non
 TOLD_BACK = [
     "The question does not cover the New York yet, so call the next tool you need.",
     "These results do not cover New York yet; otherwise call the next tool you need.",
+    "The results do not cover these results yet.",  # the notes' words alone, four in a row (eighth loop set)
+    "The question asks about New York.",
 ]
 
 
@@ -254,6 +256,8 @@ def test_a_note_told_back_in_other_words_is_dropped(told: str, max_misses: int) 
         "The results do not cover New York yet, but Berlin is at 14:05.",
         "I could not find New York, so call the next tool you need to check it later, please.",
         "New York is at 08:05, so call the next tool you need.",
+        "New York: 08:05.",
+        "These results answer it: New York is at 08:05.",
     ],
 )
 def test_an_answer_that_borrows_a_note_s_words_stays(answer: str, max_misses: int) -> None:

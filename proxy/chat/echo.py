@@ -48,6 +48,7 @@ MAX_MISSES = 6  # buffered answers: words / trigrams a paraphrase may have that 
 LONG_RUN = 4  # known trigrams in a row (6 words of the instructions verbatim) that make a paraphrase an echo
 NOTE_CHARS = 600  # an injected text this short is a note (a sentence for the turn), not the tool prompt
 MAX_HELD = 4000  # characters held for one segment at most; past it the segment is released as text
+NOTE_RUN = 2  # known trigrams in a row (4 words verbatim) that make a segment in the notes' words alone an echo
 MAX_OFF_NOTES = 2  # words outside toolshim's notes a streamed segment may have and still be held as a paraphrase
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
@@ -55,9 +56,15 @@ SEGMENT_END = re.compile(r"[.!?:\n]")  # a segment (a line, or a sentence in it)
 
 
 def ends_outside_brackets(text: str) -> bool:
-    """Whether a segment of ``text`` ends outside parentheses: a quoted call's arguments hold colons
-    (``renew_loan({"barcode": ...}) returned: ``), and its line is only known after them."""
-    return any(text.count("(", 0, end.start()) <= text.count(")", 0, end.start()) for end in SEGMENT_END.finditer(text))
+    """Whether a segment of ``text`` ends outside brackets: a quoted call's arguments hold colons
+    (``renew_loan({"barcode": ...}) returned: ``), and so does a quoted JSON result (``returned {"sent": true}.``);
+    the sentence is only known after them."""
+    return any(_depth(text, end.start()) <= 0 for end in SEGMENT_END.finditer(text))
+
+
+def _depth(text: str, end: int) -> int:
+    """How many brackets (round, square, curly) are open in ``text`` before ``end``."""
+    return sum(text.count(opening, 0, end) - text.count(closing, 0, end) for opening, closing in ("()", "[]", "{}"))
 
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>\n]{0,200}>")
@@ -343,9 +350,12 @@ def _paraphrase(words: list[str], misses: int, best_run: int) -> bool:
 
 
 def _told_back(words: list[str], off_notes: int, best_run: int) -> bool:
-    """A segment that tells toolshim's notes back in their own words, with a long verbatim run of them ("The question
-    does not cover the Matterhorn yet, so call the next tool you need."): at most a fifth of its words are not the
-    notes' (an answer brings its own: the values and names a result gave)."""
+    """A segment that tells toolshim's notes back in their own words: a long verbatim run of them, and at most a
+    fifth of its words not the notes' ("The question does not cover the Matterhorn yet, so call the next tool you
+    need."); or only the notes' words, four of them verbatim ("The results do not cover these results yet."). An
+    answer brings words of its own: the values and names a result gave."""
+    if off_notes == 0 and best_run >= NOTE_RUN:
+        return True
     return best_run >= LONG_RUN and 5 * off_notes <= len(words)
 
 
