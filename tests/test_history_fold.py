@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.chat.plaincalls import quotes_result_whole
 from toolshim.formats.history import (
     FOLD_ANSWER,
     FOLD_FAILED,
@@ -203,6 +204,40 @@ async def test_a_plain_answer_that_quotes_a_result_s_folded_line_is_asked_again(
     result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
     assert result["choices"][0]["message"]["content"] == "It is 21 C in Madrid."
     assert len(fake_upstream.requests) == 3
+
+
+HANDED_ON = 'The tool found that the weather in Madrid returned {"celsius": 21, "sky": "clear"}.'
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_plain_answer_that_hands_a_json_result_on_whole_is_asked_again(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """The eighth loop set: 'The tool found that sending a message ... returned {"sent": true, "to": ..., "characters":
+    27}.' The tool's output handed on whole is no answer from it: held, dropped, and the answer asked for once more."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(pieces(HANDED_ON + " Enjoy."))),
+        Reply(pieces=text_stream(pieces("It is 21 C and clear in Madrid."))),
+    )
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21, "sky": "clear"}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C and clear in Madrid."
+    assert len(fake_upstream.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "quotes"),
+    [
+        (HANDED_ON, True),
+        ('It returned {"celsius":21,\n "sky": "clear"}', True),  # whitespace aside
+        ('It is {"celsius": 21}', False),  # a part of the result
+        ("It is 21 C and clear.", False),
+    ],
+)
+def test_a_json_result_is_found_whole_in_an_answer(text: str, quotes: bool) -> None:
+    assert quotes_result_whole(text, ['{"celsius": 21, "sky": "clear"}', "plain text result"]) is quotes
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -37,7 +37,7 @@ from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outsid
 from .example import WorkedExample, opening_at_end
 from .grounding import Grounds, names_none_of
 from .mentions import WrapperTags
-from .plaincalls import PlainCalls, quotes_folded_results
+from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole
 from .repeats import call_key
 from .toldcalls import tools_talked_about
 
@@ -386,8 +386,9 @@ class ResponseBuilder(Generic[Item]):
 
     def quotes_results(self, text: str) -> bool:
         """Whether ``text`` quotes a result as folded history tells it (``renew_loan({...}) returned: ...``) for one
-        of the request's tools: toolshim's rendering, never an answer."""
-        return quotes_folded_results(text, self._tools)
+        of the request's tools, or holds one of the latest JSON results whole: the rendering or the tool's output
+        handed on, never an answer."""
+        return quotes_folded_results(text, self._tools) or quotes_result_whole(text, self._results.split("\n\n"))
 
     def _leaves_out_the_rest(self, text: str) -> bool:
         """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""

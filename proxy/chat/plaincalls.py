@@ -52,6 +52,23 @@ def quotes_folded_results(text: str, tools: Sequence[ToolSpec]) -> bool:
     return bool(quoted) and any(_fold(tool.name) in quoted for tool in tools)
 
 
+MIN_QUOTED_RESULT = 12  # characters (whitespace aside) of a JSON result that, found whole in an answer, hand it on
+
+
+def quotes_result_whole(text: str, results: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of ``results`` that is a JSON object or array, whole (whitespace aside): "The tool
+    found that sending the message returned {"sent": true, "to": "1075551234", "characters": 27}." hands the tool's
+    output on instead of answering from it."""
+    squeezed = "".join(text.split())
+    if "{" not in squeezed and "[" not in squeezed:
+        return False
+    for result in results:
+        compact = "".join(result.split())
+        if len(compact) >= MIN_QUOTED_RESULT and compact[0] in "{[" and compact in squeezed:
+            return True
+    return False
+
+
 def _after_keyword(rest: str, final: bool) -> str | None:
     """``rest`` without a format keyword it opens with; ``None`` while it may still become one."""
     low = rest.casefold()
