@@ -77,6 +77,33 @@ LOOKUP = ToolSpec(
 )
 
 
+TURIN = "Book a table for 2 at an Italian restaurant in Turin at 20:00."
+
+
+@pytest.mark.parametrize(
+    ("parameter", "value", "made_up"),
+    [
+        ("restaurant_id", "1234567890", True),  # eighth loop set: before the restaurant was looked up
+        ("restaurantId", "R-1", True),
+        ("restaurant_id", "R-77", False),  # the search's result gave it
+        ("restaurant_id", 2, False),  # a number the user said
+        ("restaurant", "1234567890", False),  # not an id parameter: one grounded value grounds the call
+    ],
+)
+def test_a_made_up_id_is_made_up_whatever_else_the_call_got_right(parameter: str, value: Any, made_up: bool) -> None:
+    tool = ToolSpec(
+        "reserve_table",
+        "Book a table.",
+        {
+            "properties": {parameter: {}, "time": {"type": "string"}, "people": {"type": "integer"}},
+            "required": [parameter, "time", "people"],
+        },
+    )
+    said = grounds(TURIN, '{"name": "Trattoria Sole", "restaurant_id": "R-77"}')
+    missing = said.ungrounded(tool, json.dumps({parameter: value, "time": "20:00", "people": 2}))
+    assert missing == ([f"{parameter}={json.dumps(value)}"] if made_up else [])
+
+
 def grounds(*texts: str) -> Grounds:
     return Grounds.of_messages([{"role": "user", "content": text} for text in texts])
 

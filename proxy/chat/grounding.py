@@ -58,6 +58,7 @@ MAX_RESPELL_WORD = 40  # longer words are not compared: the edit distance stays 
 MAX_RESPELL_VALUE_WORDS = 6  # a longer string is text, not a name: left as written
 # parameters that name a person or a place (the last word of the parameter's name): digits alone name none
 _NAMING = frozenset({"name", "city", "country", "person", "contact", "town"})
+_IDENTIFYING = frozenset({"id", "ids", "uuid", "guid"})  # parameters that hold an id (the last word of the name)
 _LETTER = re.compile(r"[^\W\d_]")
 # Past this many characters of conversation only the newest text is searched: the check stays bounded.
 MAX_GROUND_CHARS = 200_000
@@ -174,19 +175,20 @@ class Grounds:
         required = tool.parameters.get("required")
         names = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
         told = definition_text(tool)
-        missing: list[str] = []
-        for name in names:
-            schema = properties.get(name)
-            if name not in args or _unquestioned(args[name], schema if isinstance(schema, Mapping) else {}):
-                continue
-            if (
-                self._grounded(args[name])
-                and not self._copied(args[name], told)
-                and not _names_nothing(name, args[name])
-            ):
-                return []
-            missing.append(f"{name}={json.dumps(args[name], ensure_ascii=False)}")
-        return missing
+        judged = [
+            name for name in names if name in args and not _unquestioned(args[name], _schema_of(properties, name))
+        ]
+        made_up = [name for name in judged if not self._given(name, args[name], told)]
+        # an id only the user or a tool result can give: made up, whatever else the call got right
+        # (reserve_table(restaurant_id="1234567890", time="20:00", people=2) before the restaurant was looked up)
+        ids = [name for name in made_up if _identifies(name)]
+        if ids or len(made_up) == len(judged):
+            return [f"{name}={json.dumps(args[name], ensure_ascii=False)}" for name in ids or made_up]
+        return []
+
+    def _given(self, name: str, value: Any, told: str) -> bool:
+        """Whether a value comes from the conversation (not copied from the definition, not digits for a name)."""
+        return self._grounded(value) and not self._copied(value, told) and not _names_nothing(name, value)
 
     def _copied(self, value: Any, told: str) -> bool:
         """A string the tool's definition shows (its example, "e.g. 2 * (3 + 4)", "San Francisco, CA") and the
@@ -400,8 +402,21 @@ def names_none_of(text: str, names: Sequence[str]) -> bool:
 
 def _names_nothing(parameter: str, value: Any) -> bool:
     """A parameter that names a person or a place given a string with no letter in it ("81", "2025")."""
-    last = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", parameter.strip("_"))[-1].casefold()
-    return last in _NAMING and isinstance(value, str) and not _LETTER.search(value)
+    return _last_word(parameter) in _NAMING and isinstance(value, str) and not _LETTER.search(value)
+
+
+def _schema_of(properties: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    schema = properties.get(name)
+    return schema if isinstance(schema, Mapping) else {}
+
+
+def _identifies(parameter: str) -> bool:
+    """A parameter that holds an id (``order_id``, ``restaurantId``, ``uuid``): no model knows one by itself."""
+    return _last_word(parameter) in _IDENTIFYING
+
+
+def _last_word(parameter: str) -> str:
+    return re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", parameter.strip("_"))[-1].casefold()
 
 
 def definition_text(tool: ToolSpec) -> str:
