@@ -1211,6 +1211,20 @@ def renewal_refused(answer: str, calls: Sequence[Call]) -> list[str]:
     return []
 
 
+_LATE = re.compile(
+    r"\b(?:late|delay(?:ed)?|behind schedule)\b|\bnot (?:currently |running )?on time\b|n't on time", re.I
+)
+_ON_TIME = re.compile(r"(?<!not )(?<!n't )\b(?:is|runs|running) on time\b", re.I)
+
+
+def train_late(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the train is late: its 25 minutes, or in words ("No, it is not on time."); not that it runs
+    on time. (Written after the first run, whose check wanted the number: "not on time" answers the question.)"""
+    if (number_in(answer, "25") or _LATE.search(answer)) and not _ON_TIME.search(answer):
+        return []
+    return ["answer does not say the train is late (25 minutes)"]
+
+
 _NONE_FOUND = re.compile(r"\b(?:no|none|nothing|not any|aren't any|are not any|isn't anything|zero)\b", re.IGNORECASE)
 
 
@@ -1800,7 +1814,7 @@ EIGHTH: tuple[Task, ...] = (
         "late_train",
         "Is my train 6611 to Lyon on time today?",
         ("get_train_status", "send_sms"),
-        (called("get_train_status", "6611"), not_called("send_sms"), says_number("25")),
+        (called("get_train_status", "6611"), not_called("send_sms"), train_late),
         summary="a status with a delay (25 minutes late)",
     ),
     Task(

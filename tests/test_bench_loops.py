@@ -554,3 +554,18 @@ def test_a_refused_renewal_is_read_in_its_wordings() -> None:
     assert judge("The book could not be renewed because another reader reserved it.", box.calls) == []
     assert judge("I was unable to renew it.", box.calls) == []
     assert judge("Your book has been renewed.", box.calls) != []
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        ("No: train 6611 to Lyon is 25 minutes late.", True),
+        ("Your train 6611 is not on time today.", True),
+        ("Train 6611 isn't on time: it is delayed.", True),
+        ("Yes, train 6611 is on time.", False),
+        ("I could not find that train.", False),
+    ],
+)
+def test_the_late_train_check(answer: str, right: bool) -> None:
+    box = run_calls([("get_train_status", {"train_number": "6611"})])
+    assert (TASKS_BY_NAME["late_train"].judge(answer, box.calls) == []) is right
