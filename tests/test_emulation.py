@@ -513,6 +513,10 @@ async def test_only_a_call_despite_tool_choice_none_is_never_answered_with_its_w
     ]
     result = await ask(proxy, stream, tool_choice="none", messages=history)
     assert result["choices"][0]["message"]["content"] == "Sunny, 21 C"
+    # a result that only reports a failure is told as what went wrong, not as the error object it came in
+    failed = [*history[:2], {**history[2], "content": '{"error": "ValueError: no restaurant \'123\'"}'}]
+    result = await ask(proxy, stream, tool_choice="none", messages=failed)
+    assert result["choices"][0]["message"]["content"] == "ValueError: no restaurant '123'"
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

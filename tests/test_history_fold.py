@@ -184,6 +184,24 @@ async def test_an_echo_of_the_fold_instruction_never_reaches_the_client(
     assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid."
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_attempt_that_only_echoes_the_note_is_asked_for_its_answer_from_the_results(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Eighth loop set: the model repeated the folded results' note and nothing else; asked "Your reply was empty"
+    after it, with its echo in front of it, it repeated it again, and the client got the raw result as the answer
+    of last resort. Now it is asked for its answer from the folded results, with no echo to copy."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(FOLD_NEXT))), Reply(pieces=text_stream(pieces("It is 21 C in Madrid.")))
+    )
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C in Madrid."
+    second = fake_upstream.requests[1]
+    assert second["messages"][-1]["content"].endswith(FOLD_ANSWER)
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]  # no echo for the model to copy
+
+
 QUOTED = 'The tool found that get_weather({"city": "Madrid"}) returned: {"celsius": 21}.'
 
 

@@ -31,6 +31,7 @@ from ..formats import (
     ToolSpec,
 )
 from ..formats.base import FinishReason
+from ..formats.history import tool_failure
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outside_brackets
@@ -288,9 +289,19 @@ class ResponseBuilder(Generic[Item]):
         client keeps the answer in its history, and the model copies what it finds there)."""
         text = "".join(self._attempt_text) or self._fallback
         if not text.strip():  # the results pass the echo filter too: a shortened result's cut marker is toolshim's
-            results = self._filter.feed(self._results) + self._filter.flush() if self._filter else self._results
+            told = self._results_told()
+            results = self._filter.feed(told) + self._filter.flush() if self._filter else told
             text = results if results.strip() else NO_ANSWER_CALL if self._unused_call else NO_ANSWER
         self._send_text(text, out)
+
+    def _results_told(self) -> str:
+        """The latest results as the answer of last resort: what went wrong when every one failed (``ValueError: no
+        restaurant '1234567890'``, not the error object it came in), else the results as the client sent them."""
+        results = self._results.split("\n\n")
+        failures = [tool_failure(result) for result in results]
+        if not any(result.strip() for result in results) or any(failure is None for failure in failures):
+            return self._results
+        return "\n".join(failure for failure in failures if failure)
 
     def deadline_finish(self) -> Item:
         """The request ran out of time after items were sent: end as cut by length."""
@@ -515,8 +526,11 @@ class ResponseBuilder(Generic[Item]):
         example = self._example
         if example is None or not example.shows(event.name, event.arguments):
             return False
-        echoed = self._filter is not None and self._filter.dropped > self._echoes_before
-        return echoed or example.copied_with("".join(attempt.raw))
+        return self.echoed() or example.copied_with("".join(attempt.raw))
+
+    def echoed(self) -> bool:
+        """Whether the echo filter dropped text of this attempt (toolshim's instructions or notes, repeated)."""
+        return self._filter is not None and self._filter.dropped > self._echoes_before
 
     def _drop_lead_in(self, out: list[Item]) -> None:
         """The held text without the instructions' lines that lead to the example it ends with ("For example:"):

@@ -75,8 +75,13 @@ def next_reask(
         builder.drop_held_text()  # a plain answer that quotes a result's folded line: toolshim's rendering
         return "answer", answer_message(plan)
     if repair_ok and not plan.wants_call and attempt.finish == "stop" and not builder.has_answer():
-        # "or call a tool" would invite another call; so would it after the folded results copied back
-        if withdrawn or attempt.withheld or (plan.folded and copies_folded_results("".join(attempt.raw))):
+        # "or call a tool" would invite another call; so would it after the folded results copied back; and
+        # after toolshim's own note repeated instead of an answer, the model shown its echo repeats it again
+        if (
+            withdrawn
+            or attempt.withheld
+            or (plan.folded and (builder.echoed() or copies_folded_results("".join(attempt.raw))))
+        ):
             return "answer", answer_message(plan)
         return "empty", (  # nothing but whitespace, or only the instructions repeated (dropped)
             "Your reply was empty. Answer the user in plain text, or call a tool in exactly the format "
