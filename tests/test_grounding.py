@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.chat.builder import NO_ANSWER_CALL
 from toolshim.chat.grounding import Grounds, answered_as_asked, asked_apart, uncovered_mentions
 from toolshim.formats import ToolSpec
 
@@ -442,6 +443,63 @@ async def test_the_same_made_up_call_written_again_is_taken(start_proxy, fake_up
     [made] = result["choices"][0]["message"]["tool_calls"]
     assert json.loads(made["function"]["arguments"]) == {"city": "Paris"}
     assert len(fake_upstream.requests) == 2
+
+
+RESTAURANT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "find_restaurant",
+            "description": "Find a restaurant by cuisine in a city: its name and id.",
+            "parameters": {
+                "type": "object",
+                "properties": {"cuisine": {"type": "string"}, "city": {"type": "string"}},
+                "required": ["cuisine", "city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "reserve_table",
+            "description": "Book a table at a restaurant by its id.",
+            "parameters": {
+                "type": "object",
+                "properties": {"restaurant_id": {"type": "string"}, "time": {"type": "string"}},
+                "required": ["restaurant_id", "time"],
+            },
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("instead", "answer"),
+    [
+        pytest.param("Which restaurant do you mean?", "Which restaurant do you mean?", id="text"),
+        pytest.param(
+            call_text("hermes", "reserve_table", {"restaurant_id": "42", "time": "20:00"}), NO_ANSWER_CALL, id="again"
+        ),
+    ],
+)
+async def test_a_call_with_a_made_up_id_never_stands(
+    start_proxy, fake_upstream, stream: bool, instead: str, answer: str
+) -> None:
+    """Eighth loop set: ``reserve_table(restaurant_id="1234567890")`` before any restaurant was looked up. A made-up
+    id names another's booking, or nothing: the call is not made, even when nothing better comes."""
+    proxy = await start_proxy(models=grounded("hermes"))
+    made_up = call_text("hermes", "reserve_table", {"restaurant_id": "1234567890", "time": "20:00"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(made_up))),
+        Reply(pieces=text_stream(pieces(instead))),
+        Reply(pieces=text_stream(pieces(instead))),
+    )
+    asked = [{"role": "user", "content": "Book a table at an Italian restaurant in Turin at 20:00."}]
+    result = await ask(proxy, stream, messages=asked, tools=RESTAURANT_TOOLS)
+    message = result["choices"][0]["message"]
+    assert not message.get("tool_calls") and result["choices"][0]["finish_reason"] == "stop"
+    assert answer in (message["content"] or "") and "1234567890" not in (message["content"] or ""), message
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -54,6 +54,7 @@ from .attempt import Attempt
 from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
+from .grounding import names_an_id
 from .reasks import missing_call_message, next_reask, unrepaired
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
@@ -261,8 +262,14 @@ class Emulator:
 
     def _may_stand(self, attempt: Attempt) -> list[ToolCallEnd]:
         """The made-up calls that may stand for want of a better one: not one that copies the worked example's
-        filler (``get_weekday(date="...")`` for "How many legs does a spider have?")."""
-        return [event for event, _ in attempt.ungrounded if not self.builder.copies_placeholder(event)]
+        filler (``get_weekday(date="...")`` for "How many legs does a spider have?"), nor one with an id nobody
+        gave (``reserve_table(restaurant_id="1234567890")``: a made-up id names another's order or booking, or
+        nothing; a name derived from what the model knows may be right)."""
+        return [
+            event
+            for event, missing in attempt.ungrounded
+            if not self.builder.copies_placeholder(event) and not names_an_id(missing)
+        ]
 
     def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
         """After the attempt without the made-up calls' tools: with no grounded call in it, the made-up

@@ -410,6 +410,11 @@ def _schema_of(properties: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return schema if isinstance(schema, Mapping) else {}
 
 
+def names_an_id(missing: Sequence[str]) -> bool:
+    """Whether the made-up values ``ungrounded`` listed (``name=value``) hold an id."""
+    return any(_identifies(item.partition("=")[0]) for item in missing)
+
+
 def _identifies(parameter: str) -> bool:
     """A parameter that holds an id (``order_id``, ``restaurantId``, ``uuid``): no model knows one by itself."""
     return _last_word(parameter) in _IDENTIFYING
