@@ -302,6 +302,17 @@ def test_calls_before_the_question_and_unpaired_calls_are_told_as_written() -> N
 CITIES = {"role": "user", "content": "What's the weather in Paris and in Tokyo?"}
 
 
+def test_names_in_calls_of_different_tools_are_not_asked_apart() -> None:
+    """The weather in Oslo, then its conversion to Fahrenheit: one answer, not one per name (main loop set)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "What is the temperature in Oslo, in Fahrenheit?"}]
+    messages += exchange({"city": "Oslo"}, '{"celsius": 4}', "c1")
+    messages += exchange({"value": 4, "to_unit": "fahrenheit"}, '{"fahrenheit": 39.2}', "c2")
+    messages[3]["tool_calls"][0]["function"]["name"] = "convert_temperature"
+    assert asked_apart(messages) == []
+    messages[3]["tool_calls"][0]["function"]["name"] = "hours"  # one tool for both: apart
+    assert asked_apart(messages) == ["Oslo", "Fahrenheit"]
+
+
 @pytest.mark.parametrize(
     ("question", "calls", "apart"),
     [

@@ -300,9 +300,10 @@ def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
 
 
 def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The names of the latest user message that calls since it asked about apart (Paris in one call, Tokyo in
-    another; a value as its result answered it), when there are two or more and no one call names them all: the
-    answer has to tell what was found for each.
+    """The names of the latest user message that calls of one tool since it asked about apart (the weather in
+    Paris, then in Tokyo; a value as its result answered it), when there are two or more and no one call names them
+    all: the answer has to tell what was found for each. Calls of different tools are no such pair: the weather in
+    Oslo and its conversion to Fahrenheit answer one thing.
 
     Measured with Qwen2.5-Coder-0.5B on the answer step of seven two-lookup tasks (12 samples each): asked for an
     answer "naming what they found", it held both values 32 times in 84 ("The Louvre and the Prado are open
@@ -311,36 +312,39 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     names = [mention for mention in mentions if _LETTER.search(mention)]
     if len(names) < 2:
         return []
-    calls = [Grounds([text]) for text in _calls_told(messages[start + 1 :], names)]
-    asked = [name for name in names if any(call.has_text(name) for call in calls)]
-    if len(asked) < 2 or any(all(call.has_text(name) for name in asked) for call in calls):
-        return []
-    return asked[:MAX_MENTIONS]
+    by_tool: dict[str, list[Grounds]] = {}
+    for tool, text in _calls_told(messages[start + 1 :], names):
+        by_tool.setdefault(tool, []).append(Grounds([text]))
+    for calls in by_tool.values():
+        asked = [name for name in names if any(call.has_text(name) for call in calls)]
+        if len(asked) >= 2 and not any(all(call.has_text(name) for name in asked) for call in calls):
+            return asked[:MAX_MENTIONS]
+    return []
 
 
 def _texts_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
     """The texts of the messages since the question (results, the assistant's words) and their calls' arguments
     (``_calls_told``)."""
     yield from (content_text(message.get("content")) for message in messages)
-    yield from _calls_told(messages, mentions)
+    yield from (text for _, text in _calls_told(messages, mentions))
 
 
-def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
-    """The arguments' text of each call in ``messages``; a value that names several ``mentions``, whose result
-    names some of them, stands as those it names."""
-    waiting: dict[str, str] = {}  # a call's id -> its arguments' text, until its result comes
+def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[tuple[str, str]]:
+    """Each call in ``messages`` as (tool name, its arguments' text); a value that names several ``mentions``,
+    whose result names some of them, stands as those it names."""
+    waiting: dict[str, tuple[str, str]] = {}  # a call's id -> its tool and arguments' text, until its result comes
     for message in messages:
-        calls = [(str(call.get("id") or ""), function) for call, function in _functions(message)]
-        for call_id, function in calls:
-            arguments = str(function.get("arguments") or "")
+        for call, function in _functions(message):
+            call_id, told = str(call.get("id") or ""), (str(function.get("name")), str(function.get("arguments") or ""))
             if message.get("role") == "assistant" and call_id:
-                waiting[call_id] = arguments
+                waiting[call_id] = told
             else:
-                yield arguments
+                yield told
         if message.get("role") in ("tool", "function"):
             answered = str(message.get("tool_call_id") or "")
             if answered in waiting:
-                yield _as_answered(waiting.pop(answered), content_text(message.get("content")), mentions)
+                tool, arguments = waiting.pop(answered)
+                yield tool, _as_answered(arguments, content_text(message.get("content")), mentions)
     yield from waiting.values()  # calls with no result (yet), or none paired by id: as written
 
 
