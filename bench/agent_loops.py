@@ -404,7 +404,7 @@ class Bench:
     client_relay: TimedRelay
     upstream_relay: TimedRelay
     max_rounds: int
-    max_tokens: int
+    max_tokens: int | None
     loop_timeout: float
     request_timeout: float = 300.0
 
@@ -652,7 +652,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
-    parser.add_argument("--max-tokens", type=int, default=256, help="token cap per model turn")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        help="token cap per model turn; 0: none sent (the rule's max_output_tokens holds)",
+    )
     parser.add_argument("--loop-timeout", type=float, default=480.0, help="seconds one loop may take")
     parser.add_argument(
         "--request-timeout", type=float, default=300.0, help="seconds one model request may take (client side)"
@@ -722,7 +727,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 client_relay,
                 upstream_relay,
                 args.max_rounds,
-                args.max_tokens,
+                args.max_tokens or None,
                 args.loop_timeout,
                 args.request_timeout,
             )

@@ -41,7 +41,7 @@ class LoopContext:
     task: Task
     box: Toolbox
     max_rounds: int = 8
-    max_tokens: int = 256
+    max_tokens: int | None = 256  # None: no limit sent (what the frameworks send unless told)
     request_timeout: float = 120.0
 
 
