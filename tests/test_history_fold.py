@@ -341,6 +341,32 @@ def test_a_partly_failed_round_is_answered_from_its_results() -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
+async def test_a_round_where_one_call_failed_asks_not_to_make_its_result_up(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Eighth loop set: told the weather in Tokyo and a failed exchange rate, the model gave a rate it made up. The
+    request says a call failed and asks for it again or for its failure told; an echo of that is toolshim's."""
+    from toolshim.formats.history import FOLD_SOME_FAILED, FOLD_SOME_FAILED_NEXT
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(FOLD_SOME_FAILED_NEXT + "It is 21 C in Madrid; Paris failed.")))
+    )
+    paris = call("c2", "get_weather", {"city": "Paris"})
+    messages = loop(([WEATHER, paris], [("c1", '{"celsius": 21}'), ("c2", "Error: service unavailable")]))
+    result = await ask(proxy, stream, messages=messages)
+    assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid; Paris failed."
+    [sent] = fake_upstream.requests
+    assert sent["messages"][-1]["content"].endswith(FOLD_SOME_FAILED_NEXT + FOLD_NEXT)
+    # every call succeeded, or every one failed: no such sentence
+    for results in ([("c1", '{"celsius": 21}'), ("c2", '{"celsius": 9}')], [("c1", "Error: x"), ("c2", "Error: y")]):
+        fake_upstream.requests.clear()
+        fake_upstream.script(Reply(pieces=text_stream(["Fine."])))
+        await ask(proxy, stream, messages=loop(([WEATHER, paris], results)))
+        assert FOLD_SOME_FAILED not in fake_upstream.requests[0]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
 async def test_copied_result_lines_never_reach_the_client(start_proxy, fake_upstream, stream: bool) -> None:
     """The model copied the folded lines and made up one more: toolshim's rendering of results is no answer."""
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))

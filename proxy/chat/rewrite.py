@@ -22,6 +22,9 @@ from ..formats.history import (
     FOLD_FAILED,
     FOLD_HEADER,
     FOLD_NEXT,
+    FOLD_NEXT_CALL,
+    FOLD_SOME_FAILED,
+    FOLD_SOME_FAILED_NEXT,
     answer_for_each,
     content_text,
     fold_history_endings,
@@ -209,6 +212,7 @@ def build_plan(
     folded = rule.tool_history == "folded" and turn.has_tool_results
     latest = latest_results(turn.messages)
     fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
+    partly_failed = folded and fold_answer == FOLD_ANSWER and _some_failed(latest)
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     note = ""
     uncovered: tuple[str, ...] = ()
@@ -222,6 +226,8 @@ def build_plan(
         apart = () if note or fold_answer != FOLD_ANSWER else tuple(asked_apart(turn.messages))
         if apart:  # each thing looked up on its own: the answer tells what was found for each
             fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
+    if partly_failed:  # some calls failed beside others that did not: none of their results is to be made up
+        fold_next, fold_answer = _after_a_failure(fold_next), FOLD_SOME_FAILED + fold_answer
     call_ending = note + FOLD_CALL if note and fold_next != note + FOLD_CALL else ""
     call_history: list[dict[str, Any]] | None = None
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
@@ -328,6 +334,17 @@ def _fold_instruction(choice: ToolChoice, offered: bool, answer: str) -> str:
     if not offered:
         return answer
     return FOLD_CALL if choice.mode in ("required", "named") else FOLD_NEXT
+
+
+def _some_failed(results: Sequence[str]) -> bool:
+    """Some of the latest results report a failure (not all: ``_all_failed``)."""
+    return any(tool_failure(result) is not None for result in results)
+
+
+def _after_a_failure(fold_next: str) -> str:
+    """The folded request's last sentence after a round where a call failed beside others that did not: where it
+    offers an answer, the failed call may be made again or its failure told."""
+    return (FOLD_SOME_FAILED_NEXT if fold_next.endswith(FOLD_NEXT_CALL) else FOLD_SOME_FAILED) + fold_next
 
 
 def _all_failed(results: Sequence[str]) -> bool:

@@ -213,10 +213,8 @@ def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dic
 
 # Folded history (``tool_history: "folded"``): what the tools returned is told in the user's turn.
 FOLD_HEADER = "Tool results so far:"
-FOLD_NEXT = (
-    "If these results answer the question, answer it now, naming what they found. "
-    "Otherwise call the next tool you need."
-)
+FOLD_NEXT_CALL = "Otherwise call the next tool you need."  # how a sentence that also offers an answer ends
+FOLD_NEXT = "If these results answer the question, answer it now, naming what they found. " + FOLD_NEXT_CALL
 # Tried and left: "...: say what each one found, with its values." held the numbers more often on the answer step
 # alone (140 right in 160 against 125), but in whole loops the answers became lists that copied the results'
 # lines and added made-up details ("The temperature in the living room is now 20 degrees Celsius").
@@ -232,12 +230,16 @@ def next_for_each(names: Sequence[str]) -> str:
     """``FOLD_NEXT`` for a question about several things looked up apart (``answer_for_each``)."""
     return (
         f"If these results answer the question, answer it now, naming what they found for each of "
-        f"{' and '.join(names)}. Otherwise call the next tool you need."
+        f"{' and '.join(names)}. {FOLD_NEXT_CALL}"
     )
 
 
 FOLD_FAILED = "These calls failed: tell the user what the error says."  # the answer sentence when every latest one did
 FOLD_CALL = "Call the next tool you need."
+# Before the last sentence when some of the latest calls failed and others did not: told the weather in Tokyo and
+# a failed exchange rate, a small model gave a rate it made up ("0.85").
+FOLD_SOME_FAILED = "A call failed: do not make up its result. "
+FOLD_SOME_FAILED_NEXT = FOLD_SOME_FAILED + "Call it again with corrected values, or say that it failed. "
 
 
 # How tools and frameworks report a failure in a result's text: LangChain's "Error: ...", the Agents
