@@ -291,6 +291,9 @@ def toolshim_text_in(
     ``PARAPHRASE`` of the answer's word trigrams, and 4, are toolshim's alone: "The calculator did not give
     a different result when called 3 times in a row." after its repeated-call instruction)."""
     runs = word_runs(answer) & toolshim_only(client_texts, upstream_texts, words, ECHO_WORDS)
+    if runs:  # not five words the client sent and one word beside them ('... 10 minutes late" returned a')
+        sent = set().union(*(word_runs(t, ECHO_WORDS - 1) for t in client_texts))
+        runs = {run for run in runs if run[1:] not in sent and run[:-1] not in sent}
     if runs:
         return sorted(" ".join(run) for run in runs)
     mine = word_runs(answer, 3)

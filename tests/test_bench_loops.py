@@ -392,6 +392,9 @@ def test_toolshim_text_is_what_only_the_upstream_side_carries() -> None:
     assert not found("the model wrote this and it is not toolshim text")
     assert not found("get_weather city name arguments city get_weather name")
     assert not found("The result is 7006661: 1234 times 5678, plus 9.")
+    # five words the client sent and one beside them, in toolshim's folded line, are no text of toolshim's
+    assert not found("The tool sent 'You are a helpful assistant, kind and brief' To the user.")
+    assert found("It said you are a helpful assistant, kind and brief. To call functions, reply now.")
 
 
 def test_the_client_view_and_usage_of_each_api() -> None:
