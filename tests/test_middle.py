@@ -247,7 +247,7 @@ def test_calls_withdrawn_are_counted_not_sent() -> None:
 
 
 def test_withheld_call_with_tool_results_is_answered_with_the_results() -> None:
-    builder = ResponseBuilder(ListRenderer(), calls_withdrawn=True, call_ids=ids(), results='{"temp": 21}')
+    builder = ResponseBuilder(ListRenderer(), calls_withdrawn=True, call_ids=ids(), results=['{"temp": 21}'])
     attempt = Attempt()
     assert builder.feed([ToolCallEnd(0, "f", '{"x": 1}')], attempt) == []
     assert builder.finish(attempt, include_usage=False) == [("text", '{"temp": 21}'), ("finish", "stop")]

@@ -96,7 +96,7 @@ class ResponseBuilder(Generic[Item]):
         instructions: Instructions | None = None,
         tools: Sequence[ToolSpec] = (),
         answered: frozenset[str] = frozenset(),
-        results: str = "",
+        results: Sequence[str] = (),
         example: WorkedExample | None = None,
         wrapper_tags: Sequence[str] = (),
         grounds: Grounds | None = None,
@@ -129,7 +129,7 @@ class ResponseBuilder(Generic[Item]):
         self._tools_by_name = {tool.name: tool for tool in reversed(tools)}  # a call's tool (the first of a name)
         self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
         self._answered = answered  # calls (repeats.call_key) whose result the history holds: not sent again
-        self._results = results  # the latest tool results' text: the answer when the model gives none
+        self._results = tuple(results)  # the latest tool results' texts: the answer when the model gives none
         # the calls the instructions show (their worked example), worked out only when the model copies them
         self._example = example
         self._echoes_before = 0  # the echo filter's drops before this attempt
@@ -297,10 +297,9 @@ class ResponseBuilder(Generic[Item]):
     def _results_told(self) -> str:
         """The latest results as the answer of last resort: what went wrong when every one failed (``ValueError: no
         restaurant '1234567890'``, not the error object it came in), else the results as the client sent them."""
-        results = self._results.split("\n\n")
-        failures = [tool_failure(result) for result in results]
-        if not any(result.strip() for result in results) or any(failure is None for failure in failures):
-            return self._results
+        failures = [tool_failure(result) for result in self._results]
+        if not any(result.strip() for result in self._results) or any(failure is None for failure in failures):
+            return "\n\n".join(self._results)
         return "\n".join(failure for failure in failures if failure)
 
     def deadline_finish(self) -> Item:
@@ -399,7 +398,7 @@ class ResponseBuilder(Generic[Item]):
         """Whether ``text`` quotes a result as folded history tells it (``renew_loan({...}) returned: ...``) for one
         of the request's tools, or holds one of the latest JSON results whole: the rendering or the tool's output
         handed on, never an answer."""
-        return quotes_folded_results(text, self._tools) or quotes_result_whole(text, self._results.split("\n\n"))
+        return quotes_folded_results(text, self._tools) or quotes_result_whole(text, self._results)
 
     def _leaves_out_the_rest(self, text: str) -> bool:
         """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""

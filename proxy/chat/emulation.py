@@ -112,7 +112,7 @@ class Emulator:
             instructions=Instructions(plan.injected),  # every text toolshim put into the conversation
             tools=plan.parse_tools,
             answered=plan.answered,
-            results=plan.results,
+            results=plan.latest_results,
             example=plan.worked_example(),
             wrapper_tags=plan.wrapper_tags,
             grounds=plan.grounds,

@@ -73,7 +73,7 @@ class EmulationPlan:
     # what the model repeats of them never reaches the client (echo.py)
     injected: tuple[str, ...] = ()
     answered: frozenset[str] = frozenset()  # calls (repeats.call_key) whose result the history already holds
-    results: str = ""  # the latest tool results' text, as the client sent them: the last resort for an answer
+    latest_results: tuple[str, ...] = ()  # the latest tool results' texts, as the client sent them
     answer_body: dict[str, Any] = field(default_factory=dict)  # the body for a plain answer: no tools, no stops
     wrapper_tags: tuple[str, ...] = ()  # the tags of the result wrappers rendered: never shown to the client
     folded: bool = False  # the history's results are folded into the user turn (``tool_history: "folded"``)
@@ -104,6 +104,11 @@ class EmulationPlan:
     def asks_more(self) -> bool:
         """The question names something no result covers yet."""
         return bool(self.uncovered)
+
+    @property
+    def results(self) -> str:
+        """The latest tool results' text, as the client sent them (blank line between): what a plain answer uses."""
+        return "\n\n".join(self.latest_results)
 
     @property
     def wants_call(self) -> bool:
@@ -230,11 +235,11 @@ def build_plan(
         fold_next, fold_answer = _after_a_failure(fold_next), FOLD_SOME_FAILED + fold_answer
     call_ending = note + FOLD_CALL if note and fold_next != note + FOLD_CALL else ""
     call_history: list[dict[str, Any]] | None = None
+    # folded, a call is told as its result answered it: a value naming two things, answered for one, names that one
+    told = answered_as_asked(turn.messages) if folded and rule.ground_arguments else turn.messages
     if folded:  # the same history twice, ending in a request for an answer or the next call, and for an answer
         endings = (fold_next, fold_answer, call_ending) if call_ending else (fold_next, fold_answer)
-        # a call is told as its result answered it: a value naming two things, answered for one, names that one
-        told = answered_as_asked(turn.messages) if rule.ground_arguments else list(turn.messages)
-        rendered = [_upstream_messages(one) for one in fold_history_endings(told, endings, tool_names)]
+        rendered = [_upstream_messages(one) for one in fold_history_endings(list(told), endings, tool_names)]
         history, answer_history = rendered[0], rendered[1]
         call_history = rendered[2] if call_ending else None
     else:
@@ -292,13 +297,11 @@ def build_plan(
         prompted_calls=prompted,
         injected=(instructions, *turn.injected, *wrappers),
         answered=repeat_keys(loop_calls(turn.messages)) if repeats_answered else frozenset(),
-        results="\n\n".join(latest),
+        latest_results=tuple(latest),
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
         folded=folded,
-        made_calls=lambda: (
-            frozenset(calls_in_order(turn.messages)) | frozenset(calls_in_order(answered_as_asked(turn.messages)))
-        ),
+        made_calls=lambda: frozenset(calls_in_order(turn.messages)) | frozenset(calls_in_order(told)),
         grounds=grounds,
         conversation=(lambda: grounds) if grounds is not None else lambda: Grounds.of_messages(turn.messages),
         off_topic=grounded and relates_to_no_tool(offered, question),

@@ -214,24 +214,23 @@ def merge_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dic
 # Folded history (``tool_history: "folded"``): what the tools returned is told in the user's turn.
 FOLD_HEADER = "Tool results so far:"
 FOLD_NEXT_CALL = "Otherwise call the next tool you need."  # how a sentence that also offers an answer ends
-FOLD_NEXT = "If these results answer the question, answer it now, naming what they found. " + FOLD_NEXT_CALL
+_NEXT_ANSWER = "If these results answer the question, answer it now, naming what they found"
+FOLD_NEXT = f"{_NEXT_ANSWER}. {FOLD_NEXT_CALL}"
 # Tried and left: "...: say what each one found, with its values." held the numbers more often on the answer step
 # alone (140 right in 160 against 125), but in whole loops the answers became lists that copied the results'
 # lines and added made-up details ("The temperature in the living room is now 20 degrees Celsius").
-FOLD_ANSWER = "Answer the question from these results, naming what they found."
+_ANSWER = "Answer the question from these results, naming what they found"
+FOLD_ANSWER = f"{_ANSWER}."
 
 
 def answer_for_each(names: Sequence[str]) -> str:
     """``FOLD_ANSWER`` for a question about several things looked up apart: what was found for each."""
-    return f"Answer the question from these results, naming what they found for each of {' and '.join(names)}."
+    return f"{_ANSWER} for each of {' and '.join(names)}."
 
 
 def next_for_each(names: Sequence[str]) -> str:
     """``FOLD_NEXT`` for a question about several things looked up apart (``answer_for_each``)."""
-    return (
-        f"If these results answer the question, answer it now, naming what they found for each of "
-        f"{' and '.join(names)}. {FOLD_NEXT_CALL}"
-    )
+    return f"{_NEXT_ANSWER} for each of {' and '.join(names)}. {FOLD_NEXT_CALL}"
 
 
 FOLD_FAILED = "These calls failed: tell the user what the error says."  # the answer sentence when every latest one did
