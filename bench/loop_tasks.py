@@ -653,6 +653,84 @@ def send_sms(args: Args) -> dict[str, Any]:
     return {"sent": True, "to": to, "characters": len(message)}
 
 
+# ---- the ninth set's tools (written 2026-11-29, session after stop 48, before any run) ---------------
+
+
+def calculate_bmi(args: Args) -> dict[str, Any]:
+    weight, height = _number(args, "weight_kg", "weight"), _number(args, "height_m", "height")
+    if height > 3:  # centimetres
+        height /= 100
+    if not (20 <= weight <= 300 and 1.0 <= height <= 2.5):
+        raise ValueError(f"implausible weight {weight} kg or height {height} m")
+    return {"bmi": round(weight / height**2, 1), "category": "normal"}
+
+
+PHRASES = {("good morning", "german"): "Guten Morgen", ("thank you", "japanese"): "arigatou gozaimasu"}
+
+
+def translate_text(args: Args) -> dict[str, Any]:
+    text = _text(args, "text", "phrase").casefold().strip(" .!'\"")
+    language = _text(args, "target_language", "language", "to").casefold()
+    for (phrase, tongue), translated in PHRASES.items():
+        if phrase == text and (tongue in language or language[:2] == tongue[:2]):
+            return {"translation": translated, "language": tongue.title()}
+    raise ValueError(f"cannot translate {text!r} into {language!r}")
+
+
+ACCOUNTS = {"carol": ("Carol Jensen", "AC-9031")}
+BALANCES = {"ac-9031": (1520.75, "EUR")}
+
+
+def find_account(args: Args) -> dict[str, Any]:
+    name, account_id = ACCOUNTS[_find(ACCOUNTS, _text(args, "name", "customer", "holder"))]
+    return {"name": name, "account_id": account_id}
+
+
+def get_balance(args: Args) -> dict[str, Any]:
+    account_id = _text(args, "account_id", "id").strip().casefold()
+    if account_id not in BALANCES:
+        raise ValueError(f"no account {account_id.upper()!r}")
+    amount, currency = BALANCES[account_id]
+    return {"account_id": account_id.upper(), "balance": amount, "currency": currency}
+
+
+HOTEL_AMENITIES = {"grand hotel": ["free wifi", "pool", "gym", "restaurant"]}
+
+
+def get_hotel_amenities(args: Args) -> dict[str, Any]:
+    hotel = _find(HOTEL_AMENITIES, _text(args, "hotel", "name", "hotel_name"))
+    return {"hotel": hotel.title(), "amenities": HOTEL_AMENITIES[hotel]}
+
+
+TICKET_PRICES = {"louvre": 22.0, "eiffel tower": 29.4}
+
+
+def get_ticket_price(args: Args) -> dict[str, Any]:
+    place = _find(TICKET_PRICES, _text(args, "attraction", "place", "name"))
+    return {"attraction": place.title(), "adult_price": TICKET_PRICES[place], "currency": "EUR"}
+
+
+MOVIES = {"inception": {"title": "Inception", "director": "Christopher Nolan", "year": 2010, "runtime_minutes": 148}}
+
+
+def get_movie_details(args: Args) -> dict[str, Any]:
+    return dict(MOVIES[_find(MOVIES, _text(args, "title", "movie", "name"))])
+
+
+def get_uv_index(args: Args) -> dict[str, Any]:
+    city = _text(args, "city", "location")
+    if "sydney" not in city.casefold():
+        raise ValueError(f"no UV reading for {city!r}")
+    return {"city": "Sydney", "uv_index": 9, "level": "very high"}
+
+
+def get_pollen_count(args: Args) -> dict[str, Any]:
+    city = _text(args, "city", "location")
+    if "sydney" not in city.casefold():
+        raise ValueError(f"no pollen reading for {city!r}")
+    return {"city": "Sydney", "pollen": "low", "grains_per_m3": 12}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -1052,6 +1130,60 @@ TOOLS: dict[str, Tool] = {
             _obj({"to": STR, "message": STR}, ["to", "message"]),
             send_sms,
         ),
+        Tool(
+            "calculate_bmi",
+            "Body mass index from weight and height.",
+            _obj({"weight_kg": NUM, "height_m": NUM}, ["weight_kg", "height_m"]),
+            calculate_bmi,
+        ),
+        Tool(
+            "translate_text",
+            "Translate a short text into another language.",
+            _obj({"text": STR, "target_language": STR}, ["text", "target_language"]),
+            translate_text,
+        ),
+        Tool(
+            "find_account",
+            "Find a customer's bank account by the holder's name: the account id.",
+            _obj({"name": STR}, ["name"]),
+            find_account,
+        ),
+        Tool(
+            "get_balance",
+            "The balance of a bank account, by its account id.",
+            _obj({"account_id": STR}, ["account_id"]),
+            get_balance,
+        ),
+        Tool(
+            "get_hotel_amenities",
+            "The amenities a hotel offers.",
+            _obj({"hotel": STR}, ["hotel"]),
+            get_hotel_amenities,
+        ),
+        Tool(
+            "get_ticket_price",
+            "The adult entry ticket price of a museum or attraction.",
+            _obj({"attraction": STR}, ["attraction"]),
+            get_ticket_price,
+        ),
+        Tool(
+            "get_movie_details",
+            "Details of a film: director, year and runtime.",
+            _obj({"title": STR}, ["title"]),
+            get_movie_details,
+        ),
+        Tool(
+            "get_uv_index",
+            "Today's UV index in a city.",
+            _obj({"city": STR}, ["city"]),
+            get_uv_index,
+        ),
+        Tool(
+            "get_pollen_count",
+            "Today's pollen level in a city.",
+            _obj({"city": STR}, ["city"]),
+            get_pollen_count,
+        ),
     )
 }
 
@@ -1231,6 +1363,27 @@ _NONE_FOUND = re.compile(r"\b(?:no|none|nothing|not any|aren't any|are not any|i
 def says_none_found(answer: str, calls: Sequence[Call]) -> list[str]:
     """The answer says the tool found nothing (an empty list), instead of making events up."""
     return [] if _NONE_FOUND.search(answer) else ["answer does not say that nothing was found"]
+
+
+_PARKING_DENIED = re.compile(
+    r"\bno (?:on-site |onsite )?parking\b|(?:\bnot|n't)\b[^.]*\bparking\b|\bparking\b[^.]*(?:\bnot|n't)\b"
+    r"|\bdoes not (?:have|offer|list|include)\b|\bdoesn't (?:have|offer|list|include)\b",
+    re.IGNORECASE,
+)
+
+
+def no_parking(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the hotel lists no parking (its amenities are wifi, a pool, a gym and a restaurant)."""
+    return [] if _PARKING_DENIED.search(answer) else ["answer does not say the hotel has no parking"]
+
+
+def length_of_inception(answer: str, calls: Sequence[Call]) -> list[str]:
+    """148 minutes, or the same as hours and minutes (2 h 28 min)."""
+    if number_in(answer, "148") or re.search(
+        r"\b2\s*(?:h|hours?)(?![a-z])\D{0,12}28\s*(?:m|min|minutes?)?\b", answer, re.IGNORECASE
+    ):
+        return []
+    return ["answer lacks the runtime (148 minutes)"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -1864,6 +2017,74 @@ EIGHTH: tuple[Task, ...] = (
         summary="general knowledge: no tool",
     ),
 )
+# Written 2026-11-29 (session after stop 48) before any run on them (``--tasks ninth``), with nine new tools:
+# a body mass index from two numbers of the question, a translation, an account to find and then read by its
+# id, a list whose answer is what it lacks, a price to multiply, one field of a record, two lookups of two
+# different tools for one city, and a question no tool answers.
+NINTH: tuple[Task, ...] = (
+    Task(
+        "bmi_check",
+        "I weigh 70 kg and I'm 1.75 m tall. What's my BMI?",
+        ("calculate_bmi", "get_movie_details"),
+        (called("calculate_bmi", "70", "1.75"), says_number("22.9", "22.8")),
+        summary="two numbers of the question into one call (BMI 22.9)",
+    ),
+    Task(
+        "say_good_morning",
+        "How do you say 'good morning' in German?",
+        ("translate_text", "get_ticket_price"),
+        (called("translate_text", "german"), says_word("guten morgen")),
+        summary="a translation through the tool (Guten Morgen)",
+    ),
+    Task(
+        "carol_balance",
+        "What is the balance of Carol's bank account?",
+        ("find_account", "get_balance"),
+        (called("find_account", "carol"), called("get_balance", "ac-9031"), says_number("1520.75", "1,520.75")),
+        summary="find the account's id, then read its balance (1520.75 EUR)",
+    ),
+    Task(
+        "hotel_parking",
+        "Does the Grand Hotel have parking?",
+        ("get_hotel_amenities", "get_ticket_price"),
+        (called("get_hotel_amenities", "grand"), no_parking),
+        summary="the answer is what the list lacks (no parking)",
+    ),
+    Task(
+        "louvre_family",
+        "How much do 3 adult tickets to the Louvre cost in total?",
+        ("get_ticket_price", "calculate_bmi"),
+        (called("get_ticket_price", "louvre"), says_number("66")),
+        summary="a price times three (22 EUR each, 66 EUR)",
+    ),
+    Task(
+        "inception_length",
+        "How long is the film Inception?",
+        ("get_movie_details", "translate_text"),
+        (called("get_movie_details", "inception"), length_of_inception),
+        summary="one field of a record (148 minutes)",
+    ),
+    Task(
+        "sydney_sun_pollen",
+        "What are the UV index and the pollen level in Sydney today?",
+        ("get_uv_index", "get_pollen_count"),
+        (
+            called("get_uv_index", "sydney"),
+            called("get_pollen_count", "sydney"),
+            says_number("9"),
+            says_word("low"),
+        ),
+        summary="two lookups of two tools for one city (UV 9, pollen low)",
+    ),
+    Task(
+        "romeo_author",
+        "Who wrote Romeo and Juliet?",
+        ("get_movie_details", "translate_text"),
+        (no_calls, says_word("shakespeare")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
 TASKS_BY_NAME = {
-    task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH)
+    task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH)
 }

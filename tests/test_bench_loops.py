@@ -32,6 +32,7 @@ from bench.loop_tasks import (
     FOURTH,
     FRESH,
     HELD_OUT,
+    NINTH,
     SEVENTH,
     SIXTH,
     TASKS,
@@ -45,7 +46,8 @@ from bench.loop_tasks import (
 from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH)  # every task of every set
+# every task of every set
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH)
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -223,6 +225,29 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "I sent the message to +47 555 1234.",
     ),
     "mouse_plural": ([], "The plural of mouse is mice."),
+    "bmi_check": ([("calculate_bmi", {"weight_kg": 70, "height_m": 1.75})], "Your BMI is 22.9, in the normal range."),
+    "say_good_morning": (
+        [("translate_text", {"text": "good morning", "target_language": "German"})],
+        "In German, 'good morning' is 'Guten Morgen'.",
+    ),
+    "carol_balance": (
+        [("find_account", {"name": "Carol"}), ("get_balance", {"account_id": "AC-9031"})],
+        "Carol's account AC-9031 holds 1,520.75 EUR.",
+    ),
+    "hotel_parking": (
+        [("get_hotel_amenities", {"hotel": "Grand Hotel"})],
+        "The Grand Hotel does not list parking: it has free wifi, a pool, a gym and a restaurant.",
+    ),
+    "louvre_family": (
+        [("get_ticket_price", {"attraction": "Louvre"})],
+        "An adult ticket is 22 EUR, so three cost 66 EUR.",
+    ),
+    "inception_length": ([("get_movie_details", {"title": "Inception"})], "Inception runs 148 minutes (2 h 28 min)."),
+    "sydney_sun_pollen": (
+        [("get_uv_index", {"city": "Sydney"}), ("get_pollen_count", {"city": "Sydney"})],
+        "In Sydney the UV index is 9 (very high) and the pollen level is low.",
+    ),
+    "romeo_author": ([], "Romeo and Juliet was written by William Shakespeare."),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
@@ -250,7 +275,7 @@ def test_a_good_loop_passes_its_checks(task: object) -> None:
 
 @pytest.mark.parametrize(
     "task",
-    [t for t in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH) if t.needs_tool],
+    [t for t in ALL_TASKS if t.needs_tool],
     ids=lambda t: t.name,
 )
 def test_no_call_or_no_result_fails(task: object) -> None:
