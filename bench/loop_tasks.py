@@ -666,13 +666,14 @@ def calculate_bmi(args: Args) -> dict[str, Any]:
 
 
 PHRASES = {("good morning", "german"): "Guten Morgen", ("thank you", "japanese"): "arigatou gozaimasu"}
+LANGUAGE_CODES = {"german": "de", "japanese": "ja"}  # ISO 639-1, as translation services take them
 
 
 def translate_text(args: Args) -> dict[str, Any]:
     text = _text(args, "text", "phrase").casefold().strip(" .!'\"")
-    language = _text(args, "target_language", "language", "to").casefold()
+    language = _text(args, "target_language", "language", "to").casefold().strip()
     for (phrase, tongue), translated in PHRASES.items():
-        if phrase == text and (tongue in language or language[:2] == tongue[:2]):
+        if phrase == text and (tongue in language or language == LANGUAGE_CODES[tongue]):
             return {"translation": translated, "language": tongue.title()}
     raise ValueError(f"cannot translate {text!r} into {language!r}")
 
