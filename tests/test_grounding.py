@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 from toolshim.chat.builder import NO_ANSWER_CALL
-from toolshim.chat.grounding import Grounds, answered_as_asked, asked_apart, uncovered_mentions
+from toolshim.chat.grounding import (
+    NOTHING_UNCOVERED,
+    Grounds,
+    Uncovered,
+    answered_as_asked,
+    asked_apart,
+    uncovered_in,
+    uncovered_mentions,
+)
 from toolshim.formats import ToolSpec
 
 from tests.fakes import Reply, last_message, text_stream
@@ -184,6 +192,39 @@ def test_the_names_a_question_asks_about_and_no_result_covers() -> None:
     assert uncovered_mentions([question, paris]) == ["Tokyo", "Bob"]
     assert uncovered_mentions([question]) == ["Paris", "Tokyo", "2025-03-14", "Bob"]
     assert uncovered_mentions([{"role": "assistant", "content": "x"}]) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "uncovered"),
+    [
+        # the ninth loop set: "3" is how many tickets, not a thing to look up ("also asks about 3" had the model
+        # call a BMI tool with a weight of 3)
+        ("How much do 3 adult tickets to the Louvre cost in total?", []),
+        ("Book a table for 2 at 20:00 in Turin.", ["20:00", "Turin"]),
+        ("How many km are 26.2 miles?", []),
+        ("Is order 6611 shipped? And A1234?", ["6611", "A1234"]),  # ids: more digits, or letters
+    ],
+)
+def test_counts_and_amounts_are_no_names_to_look_up(question: str, uncovered: list[str]) -> None:
+    result = {"role": "tool", "content": '{"attraction": "Louvre", "adult_price": 22.0}'}
+    assert uncovered_mentions([{"role": "user", "content": question}, result]) == uncovered
+
+
+def test_what_is_uncovered_holds_the_names_then_the_topics_of_unused_tools() -> None:
+    tools = [
+        ToolSpec("get_uv_index", "Today's UV index in a city.", {"type": "object"}),
+        ToolSpec("get_pollen_count", "Today's pollen level in a city.", {"type": "object"}),
+    ]
+    question = {"role": "user", "content": "What are the UV index and the pollen level in Sydney and Perth?"}
+    sydney = exchange({"city": "Sydney"}, '{"city": "Sydney", "uv_index": 9}')
+    sydney[0]["tool_calls"][0]["function"]["name"] = "get_uv_index"
+    found = uncovered_in([question, *sydney], tools)
+    assert (found.names, found.topics, found.words) == (("Perth",), ("pollen",), ("Perth", "pollen"))
+    assert found.left_out_by("Perth: 7, pollen low")  # a topic no result covers: any answer about it is made up
+    assert uncovered_in([question], tools).topics == ()  # no call yet: no tool is left unused beside one used
+    names_only = Uncovered(("Perth",))
+    assert names_only.left_out_by("Sydney: 9.") and not names_only.left_out_by("Perth: 7.")
+    assert not NOTHING_UNCOVERED and not NOTHING_UNCOVERED.left_out_by("anything")
 
 
 def exchange(arguments: dict[str, Any], result: str, call_id: str = "c1") -> list[dict[str, Any]]:

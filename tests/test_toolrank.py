@@ -19,6 +19,7 @@ from toolshim.chat.toolrank import (
     ranked,
     related_tools,
     stems,
+    unused_tool_topics,
 )
 from toolshim.chat.turn import ChatTurn
 from toolshim.config.rules import ModelRule
@@ -276,3 +277,48 @@ def test_the_order_is_the_same_in_every_process() -> None:
         for seed in range(6)
     }
     assert len(orders) == 1, orders
+
+
+def _spec(name: str, description: str = "") -> ToolSpec:
+    return ToolSpec(name, description, {"type": "object", "properties": {"city": {"type": "string"}}})
+
+
+UV = _spec("get_uv_index", "Today's UV index in a city.")
+POLLEN = _spec("get_pollen_count", "Today's pollen level in a city.")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "used", "told", "topics"),
+    [
+        # the ninth loop set: the UV index looked up, the pollen level not yet
+        (
+            "What are the UV index and the pollen level in Sydney today?",
+            {"get_uv_index"},
+            '{"uv_index": 9}',
+            ["pollen"],
+        ),
+        # both looked up: nothing left
+        ("What are the UV index and the pollen level in Sydney?", {"get_uv_index", "get_pollen_count"}, "", []),
+        # a result that speaks of it covers it
+        ("What are the UV index and the pollen level?", {"get_uv_index"}, '{"pollen": "low"}', []),
+        # "today" is in the unused tool's description, not its name: no topic
+        ("What is the UV index in Sydney today?", {"get_uv_index"}, '{"uv_index": 9}', []),
+        # the other way round ("uv" is too short to compare)
+        ("What is the UV index?", {"get_pollen_count"}, "", ["index"]),
+        ("Is it sunny?", {"get_uv_index"}, "", []),  # the question names no tool
+    ],
+)
+def test_the_words_of_a_request_that_name_a_tool_no_call_used(
+    request_text: str, used: set[str], told: str, topics: list[str]
+) -> None:
+    assert unused_tool_topics([UV, POLLEN], request_text, used, told, limit=4) == topics
+
+
+def test_a_word_a_used_tool_describes_is_covered() -> None:
+    weather = _spec("get_weather", "The current weather and temperature in a city.")
+    convert = _spec("convert_temperature", "Convert a temperature between Celsius and Fahrenheit.")
+    request = "What is the temperature in Oslo right now?"
+    assert unused_tool_topics([weather, convert], request, {"get_weather"}, '{"celsius": 4}', limit=4) == []
+    forecast = _spec("get_weather_forecast", "The forecast for the coming days.")
+    asked = "What's the weather forecast for Oslo?"
+    assert unused_tool_topics([weather, forecast], asked, {"get_weather"}, "{}", limit=4) == ["forecast"]

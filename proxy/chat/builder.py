@@ -36,7 +36,7 @@ from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outside_brackets
 from .example import WorkedExample, opening_at_end
-from .grounding import Grounds, names_none_of
+from .grounding import NOTHING_UNCOVERED, Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole
 from .repeats import call_key
@@ -149,7 +149,7 @@ class ResponseBuilder(Generic[Item]):
         self._talking = False
         # what the question also asks about that no result covers, while the model can be asked for its call: a
         # streamed first sentence that names none of it is held with the rest of the attempt (``forgets_the_rest``)
-        self.uncovered: tuple[str, ...] = ()
+        self.uncovered = NOTHING_UNCOVERED
         if calls_withdrawn:
             self.withdraw_calls()
         elif folded and tools:
@@ -401,8 +401,8 @@ class ResponseBuilder(Generic[Item]):
         return quotes_folded_results(text, self._tools) or quotes_result_whole(text, self._results)
 
     def _leaves_out_the_rest(self, text: str) -> bool:
-        """Whether ``text`` names none of what the question also asks about (``uncovered``, when set)."""
-        return bool(self.uncovered) and names_none_of(text, self.uncovered)
+        """Whether ``text`` leaves out what the question also asks about (``uncovered``, when set)."""
+        return self.uncovered.left_out_by(text)
 
     def _send_text(self, text: str, out: list[Item]) -> None:
         self.produced_output = True

@@ -54,7 +54,7 @@ from .attempt import Attempt
 from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
 from .echo import Instructions
-from .grounding import names_an_id
+from .grounding import NOTHING_UNCOVERED, names_an_id
 from .reasks import missing_call_message, next_reask, unrepaired
 from .rewrite import EmulationPlan
 from .stops import StopMatcher
@@ -120,7 +120,7 @@ class Emulator:
             unasked_beside_only=plan.unasked_beside_only,
             folded=plan.folded,
         )
-        self.builder.uncovered = plan.uncovered if plan.call_body is not None else ()
+        self.builder.uncovered = plan.uncovered if plan.call_body is not None else NOTHING_UNCOVERED
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         try:
@@ -200,7 +200,7 @@ class Emulator:
             answering = reason in ("answer", "repeat") and not asking_call
             if asking_call:
                 self.plan = self.plan.calling()
-                self.builder.uncovered = ()  # asked once: what the model writes next stands
+                self.builder.uncovered = NOTHING_UNCOVERED  # asked once: what the model writes next stands
                 seen.clear()  # another request: the same call written again there is asked for an answer
             if answering:
                 self._answer_plainly()

@@ -38,10 +38,12 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..formats import ToolSpec, canonical_json
 from ..formats.history import content_text
+from .toolrank import unused_tool_topics
 
 _WORD = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?:\.\d+)?")
@@ -213,13 +215,16 @@ class Grounds:
 # a name the question mentions: Capitalised words in a row (not opening a sentence), or a token with a digit
 _MENTION = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b[\w-]*\d[\w.:-]*")
 MAX_MENTIONS = 4
+# a count or an amount ("3 adult tickets", "a table for 2", "26.2 miles"): a value for a call or for arithmetic on
+# a result, not a thing to look up (an id has more digits, letters or separators: 6611, A1234, 20:00, 2025-03-14)
+_QUANTITY = re.compile(r"\d{1,3}(?:\.\d+)?")
 _FIRST_PERSON = re.compile(r"I(?:['\u2019](?:m|ve|d|ll))?")  # "I", "I'm": capitalised, and no name
 
 
 def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The names and numbers of the latest user message that none of the calls and results since it
-    mention ("What's the weather in Paris and in Tokyo?", after the weather in Paris: ``Tokyo``): a small
-    model told its results so far answers from them and forgets the rest of the question.
+    """The names and numbers (no counts: ``_QUANTITY``) of the latest user message that none of the calls and
+    results since it mention ("What's the weather in Paris and in Tokyo?", after the weather in Paris: ``Tokyo``):
+    a small model told its results so far answers from them and forgets the rest of the question.
 
     A call's value that names several of them ("Louvre and the Prado") covers only those its result names
     when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
@@ -227,7 +232,48 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     if not mentions:
         return []
     since = Grounds(list(_texts_told(messages[start + 1 :], mentions)))
-    return [mention for mention in mentions if not since.has_text(mention)][:MAX_MENTIONS]
+    looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
+    return [mention for mention in looked_up if not since.has_text(mention)][:MAX_MENTIONS]
+
+
+@dataclass(frozen=True, slots=True)
+class Uncovered:
+    """What the latest question asks about that no call or result since it has covered yet."""
+
+    names: tuple[str, ...] = ()  # its names and numbers (``uncovered_mentions``: Tokyo, after Paris's weather)
+    topics: tuple[str, ...] = ()  # its words naming a tool no call used (``unused_tool_topics``: pollen)
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.topics)
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return self.names + self.topics
+
+    def left_out_by(self, text: str) -> bool:
+        """Whether the answer ``text`` leaves the rest out: it names none of the names, or a topic no result
+        speaks of stands (an answer about it is made up: "the pollen level is very high", from the UV index's)."""
+        return bool(self.topics) or (bool(self.names) and names_none_of(text, self.names))
+
+
+NOTHING_UNCOVERED = Uncovered()
+
+
+def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]) -> Uncovered:
+    """What the latest question asks about that the loop has not covered yet: its names no call or result
+    mentions, then its words naming one of ``tools`` no call used; at most ``MAX_MENTIONS`` in all."""
+    names = uncovered_mentions(messages)
+    start, mentions = _question_mentions(messages)
+    if start < 0 or len(names) >= MAX_MENTIONS:
+        return Uncovered(tuple(names))
+    since = messages[start + 1 :]
+    used = {tool for tool, _ in _calls_told(since, mentions)}
+    if not used:
+        return Uncovered(tuple(names))
+    question = content_text(messages[start].get("content"))
+    told = " ".join(_texts_told(since, mentions))
+    topics = unused_tool_topics(tools, question, used, told, MAX_MENTIONS - len(names))
+    return Uncovered(tuple(names), tuple(topics))
 
 
 def answered_as_asked(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ from ..config.rules import ModelRule
 from ..formats.history import copies_folded_results
 from .attempt import Attempt
 from .builder import ResponseBuilder
-from .grounding import names_none_of
 from .repeats import key_name
 from .rewrite import EmulationPlan
 from .toldcalls import tools_talked_about
@@ -120,7 +119,7 @@ def forgets_the_rest(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt
     if not plan.folded or plan.call_body is None or attempt.finish != "stop" or attempt.calls:
         return False
     text = builder.retractable_text()
-    return bool(text.strip()) and names_none_of(text, plan.uncovered)
+    return bool(text.strip()) and plan.uncovered.left_out_by(text)
 
 
 def unrepaired(plan: EmulationPlan, builder: ResponseBuilder[Any], rule: ModelRule, attempt: Attempt) -> Reask | None:

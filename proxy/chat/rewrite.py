@@ -35,7 +35,7 @@ from ..formats.history import (
 )
 from ..wire.errors import InvalidRequest
 from .example import WorkedExample, without_example
-from .grounding import Grounds, answered_as_asked, asked_apart, uncovered_mentions
+from .grounding import NOTHING_UNCOVERED, Grounds, Uncovered, answered_as_asked, asked_apart, uncovered_in
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
@@ -95,8 +95,8 @@ class EmulationPlan:
     # folded, with something the question names that no result covers yet: the body whose history ends asking
     # for the next call (the model wrote a call again whose result it has, instead of the one still missing)
     call_body: dict[str, Any] | None = None
-    # folded, with ground_arguments: what the question names that no result covers yet (Porto, after Lisbon's)
-    uncovered: tuple[str, ...] = ()
+    # folded, with ground_arguments: what the question asks about that no result covers yet (Porto, after Lisbon's)
+    uncovered: Uncovered = NOTHING_UNCOVERED
     # the calls the instructions' worked example shows (worked out when a call or a text may copy it)
     example_calls: Callable[[], Sequence[tuple[str, Any]]] = field(default=tuple, compare=False, repr=False)
 
@@ -220,10 +220,10 @@ def build_plan(
     partly_failed = folded and fold_answer == FOLD_ANSWER and _some_failed(latest)
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     note = ""
-    uncovered: tuple[str, ...] = ()
+    uncovered = NOTHING_UNCOVERED
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
-        uncovered = tuple(uncovered_mentions(turn.messages))
-        note = _uncovered_note(uncovered)
+        uncovered = uncovered_in(turn.messages, offered)
+        note = _uncovered_note(uncovered.words)
         # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
@@ -310,7 +310,7 @@ def build_plan(
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names, example_shown),
         unexampled=partial(build_plan, turn, rule, fmt, upstream_model, withheld, False) if example_shown else None,
         call_body=call_body,
-        uncovered=uncovered if note else (),
+        uncovered=uncovered if note else NOTHING_UNCOVERED,
         example_calls=example,
     )
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +216,27 @@ def first_user_text(messages: Iterable[Mapping[str, Any]]) -> str:
     """The text of the first user message; empty when there is none."""
     first = next((m for m in messages if m.get("role") == "user"), None)
     return content_text(first.get("content")) if first is not None else ""
+
+
+def unused_tool_topics(
+    tools: Sequence[ToolSpec], request: str, used: Collection[str], told: str, limit: int
+) -> list[str]:
+    """The words of ``request`` that name a tool no call has used yet ("pollen", of ``get_pollen_count``, in "What
+    are the UV index and the pollen level in Sydney?" after ``get_uv_index``), in the request's order, at most
+    ``limit``: a word of such a tool's name that no used tool's name or description carries and nothing ``told``
+    since the request (the calls' values, the results) says. A small model answers the whole question from the
+    first result and makes the rest up ("the pollen level is very high", the UV index's level)."""
+    unused = [tool for tool in tools if tool.name not in used]
+    named = set().union(*(stems(tool.name) for tool in unused))
+    if not named:
+        return []
+    covered = stems(told).union(*(_tool_words(tool)[1] for tool in tools if tool.name in used))
+    topics: dict[str, str] = {}
+    for word in (w.lower() for w in _WORD.findall(request)):
+        stem = _stem(word)
+        if len(word) > 2 and word not in _STOPWORDS and stem in named and stem not in covered:
+            topics.setdefault(stem, word)
+    return list(topics.values())[:limit]
 
 
 def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
