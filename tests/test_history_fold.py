@@ -741,3 +741,43 @@ async def test_once_the_unused_tool_has_answered_the_answer_stands(start_proxy, 
     [only] = fake_upstream.requests
     assert only["messages"][-1]["content"].endswith(FOLD_NEXT)
     assert "also asks about" not in only["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("answer", "requests"),
+    [
+        ("It is 21 C in Madrid, and 17 C in Paris.", 2),  # 17 is nowhere: Paris's failed result made up
+        ("It is 21 C in Madrid; Paris could not be looked up.", 1),  # the failure told: it stands
+        ("It is 21 C in Madrid, sunny in Paris.", 1),  # no number made up: nothing to tell it by
+        ("It is 21.0 C in Madrid.", 1),  # the result's number, written another way
+    ],
+)
+async def test_a_number_made_up_for_a_failed_calls_result_is_asked_once_for_the_answer(
+    start_proxy, fake_upstream, stream: bool, answer: str, requests: int
+) -> None:
+    """Eighth loop set: the exchange rate failed and the answer gave one anyway ("0.85"). A number no message
+    holds, in an answer that tells no failure, after a round where a call failed, is asked once for the answer
+    from the results, the tools withdrawn; the made-up answer never reaches the client."""
+    from toolshim.formats.history import FOLD_SOME_FAILED
+
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    told = "It is 21 C in Madrid; the weather in Paris could not be looked up."
+    fake_upstream.script(Reply(pieces=text_stream(pieces(answer))), Reply(pieces=text_stream(pieces(told))))
+    paris = call("c2", "get_weather", {"city": "Paris"})
+    messages = loop(([WEATHER, paris], [("c1", '{"celsius": 21}'), ("c2", "Error: service unavailable")]))
+    result = await ask(proxy, stream, messages=messages)
+    assert result["choices"][0]["message"]["content"] == (told if requests == 2 else answer)
+    assert len(fake_upstream.requests) == requests
+    if requests == 2:
+        second = fake_upstream.requests[1]
+        assert second["messages"][-1]["content"].endswith(FOLD_SOME_FAILED + FOLD_ANSWER)
+        assert "get_weather" not in second["messages"][0]["content"]  # the tools withdrawn
+
+
+async def test_a_made_up_number_stands_when_no_call_failed(start_proxy, fake_upstream) -> None:
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    fake_upstream.script(Reply(pieces=text_stream(["It is 21 C in Madrid: 70 F."])))
+    result = await ask(proxy, False, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == "It is 21 C in Madrid: 70 F."
+    assert len(fake_upstream.requests) == 1
