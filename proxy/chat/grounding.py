@@ -242,12 +242,7 @@ def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
     A call's value that names several of them ("Louvre and the Prado") covers only those its result names
     when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
-    start, mentions = _question_mentions(messages)
-    if not mentions:
-        return []
-    since = Grounds(list(_texts_told(messages[start + 1 :], mentions)))
-    looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
-    return [mention for mention in looked_up if not since.has_text(mention)][:MAX_MENTIONS]
+    return list(uncovered_in(messages, ()).names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,18 +270,21 @@ NOTHING_UNCOVERED = Uncovered()
 
 def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]) -> Uncovered:
     """What the latest question asks about that the loop has not covered yet: its names no call or result
-    mentions, then its words naming one of ``tools`` no call used; at most ``MAX_MENTIONS`` in all."""
-    names = uncovered_mentions(messages)
+    mentions (``uncovered_mentions``), then its words naming one of ``tools`` no call used (``unused_tool_topics``);
+    at most ``MAX_MENTIONS`` in all."""
     start, mentions = _question_mentions(messages)
-    if start < 0 or len(names) >= MAX_MENTIONS:
-        return Uncovered(tuple(names))
+    if start < 0:
+        return NOTHING_UNCOVERED
     since = messages[start + 1 :]
+    told = list(_texts_told(since, mentions))
+    covered = Grounds(told)
+    looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
+    names = [mention for mention in looked_up if not covered.has_text(mention)][:MAX_MENTIONS]
     used = {tool for tool, _ in _calls_told(since, mentions)}
-    if not used:
+    if not used or len(names) >= MAX_MENTIONS:
         return Uncovered(tuple(names))
     question = content_text(messages[start].get("content"))
-    told = " ".join(_texts_told(since, mentions))
-    topics = unused_tool_topics(tools, question, used, told, MAX_MENTIONS - len(names))
+    topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
     return Uncovered(tuple(names), tuple(topics))
 
 
