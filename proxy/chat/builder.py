@@ -150,9 +150,6 @@ class ResponseBuilder(Generic[Item]):
         # what the question also asks about that no result covers, while the model can be asked for its call: a
         # streamed first sentence that names none of it is held with the rest of the attempt (``forgets_the_rest``)
         self.uncovered = NOTHING_UNCOVERED
-        # a call of the latest round failed: a streamed answer is held to its end, where a number it made up for
-        # the failed result is asked about (``covers_up_a_failure``)
-        self._after_failure = folded and any(tool_failure(result) is not None for result in self._results)
         if calls_withdrawn:
             self.withdraw_calls()
         elif folded and tools:
@@ -393,7 +390,7 @@ class ResponseBuilder(Generic[Item]):
             return True
         # a call: nothing to ask
         self._talking = not self.calls_sent and (
-            bool(tools_talked_about(held, self._tools)) or self._leaves_out_the_rest(held) or self._after_failure
+            bool(tools_talked_about(held, self._tools)) or self._leaves_out_the_rest(held)
         )
         return True
 

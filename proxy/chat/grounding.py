@@ -99,20 +99,6 @@ class Grounds:
     def has_number(self, value: float) -> bool:
         return any(math.isclose(value, known, rel_tol=1e-9, abs_tol=1e-9) for known in self._numbers)
 
-    def invented_numbers(self, text: str) -> list[str]:
-        """The numbers of ``text`` (an answer) that no message holds, rounded or not (0.85 for a rate nobody gave;
-        not 25.0 for a result's 25, nor 18.3 for its 18.25)."""
-        return [
-            raw for raw in _NUMBER.findall(text) if (value := _to_number(raw)) is not None and not self._near(value)
-        ]
-
-    def _near(self, value: float) -> bool:
-        """``value`` is a number the conversation holds, or one of them rounded to ``value``'s decimals."""
-        if self.has_number(value):
-            return True
-        half_step = 0.5 * 10.0 ** -_decimals(value) + 1e-9
-        return any(abs(known - value) <= half_step for known in self._numbers)
-
     def has_text(self, value: str) -> bool:
         folded = value.casefold().strip()
         if not folded or folded in self._text:
@@ -530,25 +516,6 @@ def _within_edits(a: str, b: str, limit: int) -> bool:
 def _digits(word: str) -> str:
     """``09`` and ``9`` alike."""
     return word.lstrip("0") or "0"
-
-
-def _decimals(value: float) -> int:
-    """How many decimals ``value`` is written with (``0.85``: 2; ``25.0``: 0)."""
-    text = repr(value)
-    return 0 if text.endswith(".0") or "." not in text else len(text.split(".", 1)[1])
-
-
-# an answer that says something went wrong ("could not find the rate", "the lookup failed", "unknown currency")
-_ADMITS_FAILURE = re.compile(
-    r"\b(?:fail\w*|error\w*|could ?n[o'\u2019]t|cannot|can[o'\u2019]?t|unable|unavailable|unknown|invalid|sorry"
-    r"|unfortunately|not (?:available|found|possible|able|known|valid|recogni[sz]ed|supported))\b",
-    re.IGNORECASE,
-)
-
-
-def admits_failure(text: str) -> bool:
-    """Whether an answer says that something went wrong (a failed call told, not covered up)."""
-    return _ADMITS_FAILURE.search(text) is not None
 
 
 def _to_number(raw: str) -> float | None:

@@ -4,11 +4,11 @@ again, why (the metrics' reason), and with which message.
 Reasons: ``repeat`` (only calls whose results the history holds), ``placeholder`` (a value copied from the
 worked example: the same question again, ``example.py``), ``ground`` (values the conversation does not
 hold: the same question without those tools, see ``Emulator._withhold``), ``repair`` (a malformed call),
-``required`` (``tool_choice`` demands a call), ``call`` and ``answer`` (an answer that talks about a tool,
-nothing but a call where none may be made, or a number made up for a failed call's result), ``more`` (an
-answer that leaves out what the question also asks about), ``empty``. ``repeat`` and ``answer`` ask for a
-plain answer with the tools withdrawn (``EmulationPlan.answering``). Pure decisions over the plan, the
-builder and the attempt: the I/O loop (``emulation``) sends what they decide.
+``required`` (``tool_choice`` demands a call), ``call`` and ``answer`` (an answer that talks about a tool, or
+nothing but a call where none may be made), ``more`` (an answer that leaves out what the question also asks
+about), ``empty``. ``repeat`` and ``answer`` ask for a plain answer with
+the tools withdrawn (``EmulationPlan.answering``). Pure decisions over the plan, the builder and the attempt:
+the I/O loop (``emulation``) sends what they decide.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ..config.rules import ModelRule
 from ..formats.history import copies_folded_results
 from .attempt import Attempt
 from .builder import ResponseBuilder
-from .grounding import admits_failure
 from .repeats import key_name
 from .rewrite import EmulationPlan
 from .toldcalls import tools_talked_about
@@ -71,9 +70,6 @@ def next_reask(
     if repair_ok and not withdrawn and forgets_the_rest(plan, builder, attempt):
         builder.drop_held_text()
         return "more", ""  # the plan's call body asks (emulation: ``EmulationPlan.calling``)
-    if repair_ok and not withdrawn and covers_up_a_failure(plan, builder, attempt):
-        builder.drop_held_text()
-        return "answer", answer_message(plan)
     if repair_ok and withdrawn and plan.folded and builder.quotes_results(builder.retractable_text()):
         builder.drop_held_text()  # a plain answer that quotes a result's folded line: toolshim's rendering
         return "answer", answer_message(plan)
@@ -124,18 +120,6 @@ def forgets_the_rest(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt
         return False
     text = builder.retractable_text()
     return bool(text.strip()) and plan.uncovered.left_out_by(text)
-
-
-def covers_up_a_failure(plan: EmulationPlan, builder: ResponseBuilder[Any], attempt: Attempt) -> bool:
-    """An answer to results where a call failed that gives a number no message holds and says nothing of a
-    failure ("The US dollar to yen exchange rate is 0.85.", after ``get_exchange_rate`` failed): the failed call's
-    result made up. Asked once for the answer from the results, the tools withdrawn: the folded request then ends
-    "A call failed: do not make up its result." (or "These calls failed: tell the user what the error says."),
-    which the model answers by saying what failed."""
-    if not plan.folded or attempt.finish != "stop" or attempt.calls or not plan.a_call_failed:
-        return False
-    text = builder.retractable_text()
-    return bool(plan.conversation().invented_numbers(text)) and not admits_failure(text)
 
 
 def unrepaired(plan: EmulationPlan, builder: ResponseBuilder[Any], rule: ModelRule, attempt: Attempt) -> Reask | None:

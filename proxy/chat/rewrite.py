@@ -111,11 +111,6 @@ class EmulationPlan:
         return "\n\n".join(self.latest_results)
 
     @property
-    def a_call_failed(self) -> bool:
-        """One of the latest results reports a failure (the history ends in a round where a call failed)."""
-        return any(tool_failure(result) is not None for result in self.latest_results)
-
-    @property
     def wants_call(self) -> bool:
         """``required`` or a named function: an answer without a valid call gets a re-ask."""
         return self.tool_choice.mode in ("required", "named") and bool(self.tools)
