@@ -732,6 +732,68 @@ def get_pollen_count(args: Args) -> dict[str, Any]:
     return {"city": "Sydney", "pollen": "low", "grains_per_m3": 12}
 
 
+# ---- the tenth set's tools (written 2026-11-29, session after stop 48, before any run) ---------------
+
+FLIGHT_PRICES = {("madrid", "berlin"): 129}
+
+
+def get_flight_price(args: Args) -> dict[str, Any]:
+    origin, destination = _text(args, "origin", "from").casefold(), _text(args, "destination", "to").casefold()
+    for (start, end), price in FLIGHT_PRICES.items():
+        if start in origin and end in destination:
+            return {"origin": start.title(), "destination": end.title(), "price_eur": price, "airline": "Iberia"}
+    raise ValueError(f"no flights from {origin!r} to {destination!r}")
+
+
+def check_visa(args: Args) -> dict[str, Any]:
+    nationality, country = _text(args, "nationality", "passport", "citizenship"), _text(args, "country", "destination")
+    if "brazil" not in nationality.casefold() or "japan" not in country.casefold():
+        raise ValueError(f"no visa rule for {nationality!r} visiting {country!r}")
+    return {"nationality": "Brazilian", "country": "Japan", "visa_required": False, "max_stay_days": 90}
+
+
+SYNONYMS = {"happy": ["joyful", "cheerful", "content"]}
+
+
+def find_synonyms(args: Args) -> dict[str, Any]:
+    word = _find(SYNONYMS, _text(args, "word", "term"))
+    return {"word": word, "synonyms": SYNONYMS[word]}
+
+
+EMPLOYEES = {"tom": {"name": "Tom Becker", "team": "payments", "manager": "Dana Lee"}}
+PHONES = {"dana lee": "+1 555 0199"}
+
+
+def get_employee(args: Args) -> dict[str, Any]:
+    return dict(EMPLOYEES[_find(EMPLOYEES, _text(args, "name", "employee"))])
+
+
+def get_phone_number(args: Args) -> dict[str, Any]:
+    person = _find(PHONES, _text(args, "person", "name", "contact"))
+    return {"person": person.title(), "phone": PHONES[person]}
+
+
+def create_reminder(args: Args) -> dict[str, Any]:
+    text, when = _text(args, "text", "title", "message"), _text(args, "time", "when")
+    return {"created": True, "text": text, "time": when, "reminder_id": "RM-31"}
+
+
+NUTRITION = {"chicken breast": {"per_100g": {"protein_g": 31, "fat_g": 3.6, "kcal": 165}}}
+
+
+def get_nutrition(args: Args) -> dict[str, Any]:
+    food = _find(NUTRITION, _text(args, "food", "item"))
+    return {"food": food, **NUTRITION[food]}
+
+
+AREAS = {"canada": 9_984_670, "china": 9_596_961}
+
+
+def get_country_area(args: Args) -> dict[str, Any]:
+    country = _find(AREAS, _text(args, "country", "name"))
+    return {"country": country.title(), "area_km2": AREAS[country]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -1185,6 +1247,49 @@ TOOLS: dict[str, Tool] = {
             _obj({"city": STR}, ["city"]),
             get_pollen_count,
         ),
+        Tool(
+            "get_flight_price",
+            "The cheapest economy fare between two cities.",
+            _obj({"origin": STR, "destination": STR}, ["origin", "destination"]),
+            get_flight_price,
+        ),
+        Tool(
+            "check_visa",
+            "Whether a traveller of a nationality needs a visa to visit a country.",
+            _obj({"nationality": STR, "country": STR}, ["nationality", "country"]),
+            check_visa,
+        ),
+        Tool("find_synonyms", "Synonyms of an English word.", _obj({"word": STR}, ["word"]), find_synonyms),
+        Tool(
+            "get_employee",
+            "An employee's record in the company directory: team and manager.",
+            _obj({"name": STR}, ["name"]),
+            get_employee,
+        ),
+        Tool(
+            "get_phone_number",
+            "A person's work phone number.",
+            _obj({"person": STR}, ["person"]),
+            get_phone_number,
+        ),
+        Tool(
+            "create_reminder",
+            "Create a reminder on the user's phone.",
+            _obj({"text": STR, "time": {"type": "string", "description": "HH:MM, 24-hour"}}, ["text", "time"]),
+            create_reminder,
+        ),
+        Tool(
+            "get_nutrition",
+            "Nutrition facts of a food.",
+            _obj({"food": STR}, ["food"]),
+            get_nutrition,
+        ),
+        Tool(
+            "get_country_area",
+            "The land area of a country in square kilometres.",
+            _obj({"country": STR}, ["country"]),
+            get_country_area,
+        ),
     )
 }
 
@@ -1385,6 +1490,27 @@ def length_of_inception(answer: str, calls: Sequence[Call]) -> list[str]:
     ):
         return []
     return ["answer lacks the runtime (148 minutes)"]
+
+
+def no_visa_needed(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says no visa is needed (for up to 90 days); not that one is."""
+    says_no = re.search(
+        r"\bno visa\b|(?:\bnot|n't) (?:need|required?)\b|\bnot required\b|without a visa|visa[- ]free|^\W*no\b",
+        answer,
+        re.IGNORECASE,
+    )
+    says_yes = re.search(r"\b(?:do|does|will) need a visa\b|\bvisa is required\b|\byes\b", answer, re.IGNORECASE)
+    return [] if says_no and not says_yes else ["answer does not say that no visa is needed"]
+
+
+def canada_is_larger(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says Canada is the larger of the two (9,984,670 km² against 9,596,961)."""
+    larger = r"(?:bigger|larger|greater|more land)"
+    if re.search(rf"canada\b[^.]*\b{larger}|\b{larger}\b[^.]*\bcanada", answer, re.IGNORECASE) and not re.search(
+        rf"china\b[^.]*\bis\b[^.]*\b{larger}\b[^.]*\bcanada", answer, re.IGNORECASE
+    ):
+        return []
+    return ["answer does not say that Canada is larger"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -2087,6 +2213,70 @@ NINTH: tuple[Task, ...] = (
         summary="general knowledge: no tool",
     ),
 )
+# Written 2026-11-29 (session after stop 48, after the ninth set's changes) before any run on them (``--tasks
+# tenth``), with eight new tools: a fare between two cities, a yes/no result, a list of words, a chain through a
+# person's name (not an id), an action with a time to convert, a nested result, two calls compared, and a question
+# no tool answers.
+TENTH: tuple[Task, ...] = (
+    Task(
+        "madrid_fare",
+        "How much is a flight from Madrid to Berlin?",
+        ("get_flight_price", "check_visa"),
+        (called("get_flight_price", "madrid", "berlin"), says_number("129")),
+        summary="a fare between two cities of the question (129 EUR)",
+    ),
+    Task(
+        "japan_visa",
+        "Do I need a visa to visit Japan with a Brazilian passport?",
+        ("check_visa", "get_flight_price"),
+        (called("check_visa", "japan", "brazil"), no_visa_needed),
+        summary="a yes/no result (no visa, up to 90 days)",
+    ),
+    Task(
+        "happy_synonym",
+        "Give me a synonym for 'happy'.",
+        ("find_synonyms", "get_nutrition"),
+        (called("find_synonyms", "happy"), says_word("joyful", "cheerful", "content")),
+        summary="a word from a list result",
+    ),
+    Task(
+        "managers_phone",
+        "What is the phone number of Tom's manager?",
+        ("get_employee", "get_phone_number"),
+        (called("get_employee", "tom"), called("get_phone_number", "dana"), says_word("555 0199", "555-0199")),
+        summary="find the manager, then their number (Dana Lee, +1 555 0199)",
+    ),
+    Task(
+        "remind_mom",
+        "Remind me to call mom at 6pm.",
+        ("create_reminder", "get_phone_number"),
+        (called("create_reminder", "mom"), says_word("remind", "set", "created"), not_negated),
+        summary="an action with a time to write as HH:MM",
+    ),
+    Task(
+        "chicken_protein",
+        "How much protein is in 100 g of chicken breast?",
+        ("get_nutrition", "find_synonyms"),
+        (called("get_nutrition", "chicken"), says_number("31")),
+        summary="a value inside a nested result (31 g)",
+    ),
+    Task(
+        "canada_or_china",
+        "Which country is larger, Canada or China?",
+        ("get_country_area", "get_flight_price"),
+        (called("get_country_area", "canada"), called("get_country_area", "china"), canada_is_larger),
+        summary="two calls of one tool, compared (Canada)",
+    ),
+    Task(
+        "water_boils",
+        "At what temperature does water boil at sea level, in Celsius?",
+        ("get_nutrition", "check_visa"),
+        (no_calls, says_number("100")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
 TASKS_BY_NAME = {
-    task.name: task for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH)
+    task.name: task
+    for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH)
 }

@@ -37,6 +37,7 @@ from bench.loop_tasks import (
     SIXTH,
     TASKS,
     TASKS_BY_NAME,
+    TENTH,
     TOOLS,
     UNSEEN,
     Call,
@@ -47,7 +48,7 @@ from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
 # every task of every set
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH)
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH)
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -248,6 +249,29 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "In Sydney the UV index is 9 (very high) and the pollen level is low.",
     ),
     "romeo_author": ([], "Romeo and Juliet was written by William Shakespeare."),
+    "madrid_fare": ([("get_flight_price", {"origin": "Madrid", "destination": "Berlin"})], "The cheapest is 129 EUR."),
+    "japan_visa": (
+        [("check_visa", {"nationality": "Brazilian", "country": "Japan"})],
+        "No: with a Brazilian passport you can visit Japan without a visa for up to 90 days.",
+    ),
+    "happy_synonym": ([("find_synonyms", {"word": "happy"})], "A synonym for happy is joyful."),
+    "managers_phone": (
+        [("get_employee", {"name": "Tom"}), ("get_phone_number", {"person": "Dana Lee"})],
+        "Tom's manager is Dana Lee; her number is +1 555 0199.",
+    ),
+    "remind_mom": (
+        [("create_reminder", {"text": "Call mom", "time": "18:00"})],
+        "Done: I set a reminder to call mom at 18:00.",
+    ),
+    "chicken_protein": (
+        [("get_nutrition", {"food": "chicken breast"})],
+        "100 g of chicken breast has 31 g of protein.",
+    ),
+    "canada_or_china": (
+        [("get_country_area", {"country": "Canada"}), ("get_country_area", {"country": "China"})],
+        "Canada is larger: 9,984,670 km² against China's 9,596,961 km².",
+    ),
+    "water_boils": ([], "Water boils at 100 °C at sea level."),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
