@@ -2204,11 +2204,13 @@ NINTH: tuple[Task, ...] = (
         ),
         summary="two lookups of two tools for one city (UV 9, pollen low)",
     ),
+    # "Who wrote Romeo and Juliet?" in the first runs; replaced (and run again on its own) because bench/single_steps.py
+    # asks it too, and the benchmarks share no question
     Task(
-        "romeo_author",
-        "Who wrote Romeo and Juliet?",
+        "mona_lisa_painter",
+        "Who painted the Mona Lisa?",
         ("get_movie_details", "translate_text"),
-        (no_calls, says_word("shakespeare")),
+        (no_calls, says_word("leonardo", "da vinci")),
         needs_tool=False,
         summary="general knowledge: no tool",
     ),

@@ -248,7 +248,7 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("get_uv_index", {"city": "Sydney"}), ("get_pollen_count", {"city": "Sydney"})],
         "In Sydney the UV index is 9 (very high) and the pollen level is low.",
     ),
-    "romeo_author": ([], "Romeo and Juliet was written by William Shakespeare."),
+    "mona_lisa_painter": ([], "Leonardo da Vinci painted the Mona Lisa."),
     "madrid_fare": ([("get_flight_price", {"origin": "Madrid", "destination": "Berlin"})], "The cheapest is 129 EUR."),
     "japan_visa": (
         [("check_visa", {"nationality": "Brazilian", "country": "Japan"})],
