@@ -61,10 +61,17 @@ def stems(text: str) -> set[str]:
 def _first_places(text: str) -> dict[str, int]:
     """Each comparable word of ``text`` (see ``stems``) with the index of its first occurrence."""
     places: dict[str, int] = {}
+    for index, stem, _ in _comparable(text):
+        places.setdefault(stem, index)
+    return places
+
+
+def _comparable(text: str) -> Iterator[tuple[int, str, str]]:
+    """The comparable words of ``text`` (see ``stems``), each as its index among the words, its stem and itself in
+    lower case."""
     for index, word in enumerate(w.lower() for w in _WORD.findall(text)):
         if len(word) > 2 and word not in _STOPWORDS:
-            places.setdefault(_stem(word), index)
-    return places
+            yield index, _stem(word), word
 
 
 def _stem(word: str) -> str:
@@ -232,9 +239,8 @@ def unused_tool_topics(
         return []
     covered = stems(told).union(*(_tool_words(tool)[1] for tool in tools if tool.name in used))
     topics: dict[str, str] = {}
-    for word in (w.lower() for w in _WORD.findall(request)):
-        stem = _stem(word)
-        if len(word) > 2 and word not in _STOPWORDS and stem in named and stem not in covered:
+    for _, stem, word in _comparable(request):
+        if stem in named and stem not in covered:
             topics.setdefault(stem, word)
     return list(topics.values())[:limit]
 
