@@ -19,7 +19,6 @@ from toolshim.chat.grounding import (
     answered_as_asked,
     asked_apart,
     uncovered_in,
-    uncovered_mentions,
 )
 from toolshim.formats import ToolSpec
 
@@ -184,6 +183,11 @@ def test_what_cannot_be_judged_is_not_questioned() -> None:
     assert said.ungrounded(nested, '{"xs": []}') == []
     assert said.ungrounded(nested, '{"xs": [{"a": "Paris"}]}') == ['xs=[{"a": "Paris"}]']
     assert grounds("about Paris").ungrounded(nested, '{"xs": [{"a": "Paris"}, true]}') == []
+
+
+def uncovered_mentions(messages: list[dict[str, Any]]) -> list[str]:
+    """The question's names and numbers that the loop has not covered yet (no tools: no topics)."""
+    return list(uncovered_in(messages, ()).names)
 
 
 def test_the_names_a_question_asks_about_and_no_result_covers() -> None:

@@ -221,21 +221,11 @@ _QUANTITY = re.compile(r"\d{1,3}(?:\.\d+)?")
 _FIRST_PERSON = re.compile(r"I(?:['\u2019](?:m|ve|d|ll))?")  # "I", "I'm": capitalised, and no name
 
 
-def uncovered_mentions(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The names and numbers (no counts: ``_QUANTITY``) of the latest user message that none of the calls and
-    results since it mention ("What's the weather in Paris and in Tokyo?", after the weather in Paris: ``Tokyo``):
-    a small model told its results so far answers from them and forgets the rest of the question.
-
-    A call's value that names several of them ("Louvre and the Prado") covers only those its result names
-    when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
-    return list(uncovered_in(messages, ()).names)
-
-
 @dataclass(frozen=True, slots=True)
 class Uncovered:
     """What the latest question asks about that no call or result since it has covered yet."""
 
-    names: tuple[str, ...] = ()  # its names and numbers (``uncovered_mentions``: Tokyo, after Paris's weather)
+    names: tuple[str, ...] = ()  # its names and numbers (Tokyo, after Paris's weather)
     topics: tuple[str, ...] = ()  # its words naming a tool no call used (``unused_tool_topics``: pollen)
 
     def __bool__(self) -> bool:
@@ -255,9 +245,13 @@ NOTHING_UNCOVERED = Uncovered()
 
 
 def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]) -> Uncovered:
-    """What the latest question asks about that the loop has not covered yet: its names no call or result
-    mentions (``uncovered_mentions``), then its words naming one of ``tools`` no call used (``unused_tool_topics``);
-    at most ``MAX_MENTIONS`` in all."""
+    """What the latest question asks about that the loop has not covered yet: its names and numbers (no counts:
+    ``_QUANTITY``) that no call or result since it mentions ("What's the weather in Paris and in Tokyo?", after the
+    weather in Paris: Tokyo), then its words naming one of ``tools`` no call used (``unused_tool_topics``); at most
+    ``MAX_MENTIONS`` in all. A small model told its results so far answers from them and forgets the rest.
+
+    A call's value that names several of them ("Louvre and the Prado") covers only those its result names
+    when the result names some (the Louvre's hours): the tool answered for one thing, not for the value."""
     start, mentions = _question_mentions(messages)
     if start < 0:
         return NOTHING_UNCOVERED
@@ -266,8 +260,10 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
     covered = Grounds(told)
     looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
     names = [mention for mention in looked_up if not covered.has_text(mention)][:MAX_MENTIONS]
+    if not tools or len(names) >= MAX_MENTIONS:
+        return Uncovered(tuple(names))
     used = {tool for tool, _ in _calls_told(since, mentions)}
-    if not used or len(names) >= MAX_MENTIONS:
+    if not used:
         return Uncovered(tuple(names))
     question = content_text(messages[start].get("content"))
     topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
@@ -443,7 +439,7 @@ def _names_listed(value: str, mentions: Sequence[str]) -> list[str]:
 
 def names_none_of(text: str, names: Sequence[str]) -> bool:
     """Whether ``text`` names none of ``names`` (case aside): an answer that leaves out what the question also
-    asks about (``uncovered_mentions``)."""
+    asks about (``uncovered_in``)."""
     folded = text.casefold()
     return not any(name.casefold() in folded for name in names)
 
