@@ -223,7 +223,7 @@ def test_what_is_uncovered_holds_the_names_then_the_topics_of_unused_tools() -> 
     sydney = exchange({"city": "Sydney"}, '{"city": "Sydney", "uv_index": 9}')
     sydney[0]["tool_calls"][0]["function"]["name"] = "get_uv_index"
     found = uncovered_in([question, *sydney], tools)
-    assert (found.names, found.topics, found.words) == (("Perth",), ("pollen",), ("Perth", "pollen"))
+    assert (found.names, found.topics, found.words) == (("Perth",), ("pollen", "level"), ("Perth", "pollen", "level"))
     assert found.left_out_by("Perth: 7, pollen low")  # a topic no result covers: any answer about it is made up
     assert uncovered_in([question], tools).topics == ()  # no call yet: no tool is left unused beside one used
     names_only = Uncovered(("Perth",))

@@ -720,7 +720,7 @@ async def test_an_answer_about_what_only_an_unused_tool_gives_is_asked_once_for_
     first, second = fake_upstream.requests
     note = "The question also asks about balance, which these results do not cover yet. "
     assert first["messages"][-1]["content"].endswith(note + FOLD_NEXT)
-    assert second["messages"][-1]["content"].endswith(note + FOLD_CALL)
+    assert second["messages"][-1]["content"].endswith(note + "Call `get_balance` for it now.")
 
 
 async def test_once_the_unused_tool_has_answered_the_answer_stands(start_proxy, fake_upstream) -> None:

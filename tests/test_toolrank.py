@@ -295,13 +295,13 @@ POLLEN = _spec("get_pollen_count", "Today's pollen level in a city.")
             "What are the UV index and the pollen level in Sydney today?",
             {"get_uv_index"},
             '{"uv_index": 9}',
-            ["pollen"],
+            ["pollen", "level"],  # "level": the pollen tool's description
         ),
         # both looked up: nothing left
         ("What are the UV index and the pollen level in Sydney?", {"get_uv_index", "get_pollen_count"}, "", []),
         # a result that speaks of it covers it
         ("What are the UV index and the pollen level?", {"get_uv_index"}, '{"pollen": "low"}', []),
-        # "today" is in the unused tool's description, not its name: no topic
+        # "today" is in the used tool's description too: covered
         ("What is the UV index in Sydney today?", {"get_uv_index"}, '{"uv_index": 9}', []),
         # the other way round ("uv" is too short to compare)
         ("What is the UV index?", {"get_pollen_count"}, "", ["index"]),
@@ -311,7 +311,9 @@ POLLEN = _spec("get_pollen_count", "Today's pollen level in a city.")
 def test_the_words_of_a_request_that_name_a_tool_no_call_used(
     request_text: str, used: set[str], told: str, topics: list[str]
 ) -> None:
-    assert unused_tool_topics([UV, POLLEN], request_text, used, told, limit=4) == topics
+    found = unused_tool_topics([UV, POLLEN], request_text, used, told, limit=4)
+    assert [word for word, _ in found] == topics
+    assert {tool for _, tool in found} <= {"get_uv_index", "get_pollen_count"} - used
 
 
 def test_a_word_a_used_tool_describes_is_covered() -> None:
@@ -321,4 +323,18 @@ def test_a_word_a_used_tool_describes_is_covered() -> None:
     assert unused_tool_topics([weather, convert], request, {"get_weather"}, '{"celsius": 4}', limit=4) == []
     forecast = _spec("get_weather_forecast", "The forecast for the coming days.")
     asked = "What's the weather forecast for Oslo?"
-    assert unused_tool_topics([weather, forecast], asked, {"get_weather"}, "{}", limit=4) == ["forecast"]
+    assert unused_tool_topics([weather, forecast], asked, {"get_weather"}, "{}", limit=4) == [
+        ("forecast", "get_weather_forecast")
+    ]
+
+
+def test_a_word_of_an_unused_tools_description_is_a_topic() -> None:
+    """The tenth loop set: the phone number looked up for Tom himself; the directory's record holds his manager."""
+    employee = _spec("get_employee", "An employee's record in the company directory: team and manager.")
+    phone = _spec("get_phone_number", "A person's work phone number.")
+    request = "What is the phone number of Tom's manager?"
+    failed = "ValueError: unknown: 'Tom'"
+    assert unused_tool_topics([employee, phone], request, {"get_phone_number"}, failed, limit=4) == [
+        ("manager", "get_employee")
+    ]
+    assert unused_tool_topics([employee, phone], request, {"get_employee", "get_phone_number"}, "", limit=4) == []

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats import ToolSpec, canonical_json
-from ..formats.history import content_text
+from ..formats.history import content_text, tool_failure
 from .toolrank import unused_tool_topics
 
 _WORD = re.compile(r"[^\W_]+")
@@ -227,6 +227,7 @@ class Uncovered:
 
     names: tuple[str, ...] = ()  # its names and numbers (Tokyo, after Paris's weather)
     topics: tuple[str, ...] = ()  # its words naming a tool no call used (``unused_tool_topics``: pollen)
+    topic_tools: tuple[str, ...] = ()  # those tools, each once, in the topics' order (get_pollen_count)
 
     def __bool__(self) -> bool:
         return bool(self.names or self.topics)
@@ -262,12 +263,12 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
     names = [mention for mention in looked_up if not covered.has_text(mention)][:MAX_MENTIONS]
     if not tools or len(names) >= MAX_MENTIONS:
         return Uncovered(tuple(names))
-    used = {tool for tool, _ in _calls_told(since, mentions)}
-    if not used:
+    if not any(_calls_with_results(since)):
         return Uncovered(tuple(names))
+    used = _tools_spent(since)
     question = content_text(messages[start].get("content"))
     topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
-    return Uncovered(tuple(names), tuple(topics))
+    return Uncovered(tuple(names), tuple(word for word, _ in topics), tuple(dict.fromkeys(tool for _, tool in topics)))
 
 
 def answered_as_asked(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -372,6 +373,29 @@ def _texts_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) 
 def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[tuple[str, str]]:
     """Each call in ``messages`` as (tool name, its arguments' text); a value that names several ``mentions``,
     whose result names some of them, stands as those it names."""
+    for tool, arguments, result in _calls_with_results(messages):
+        yield tool, arguments if result is None else _as_answered(arguments, result, mentions)
+
+
+def _tools_spent(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The tools of the calls in ``messages`` that gave a result (a call with no result paired counts), and those
+    whose last call failed with no result since: a failed call covers nothing of the question, and its tool is
+    worth another call once a result came after it ("unknown: 'Tom'" for Tom's phone number, then Tom's record
+    naming his manager), not before (told about it again, a small model wrote the same failing call)."""
+    answered: set[str] = set()
+    failed: set[str] = set()
+    for tool, _, result in _calls_with_results(messages):
+        if result is not None and tool_failure(result) is not None:
+            failed.add(tool)
+            continue
+        answered.add(tool)
+        failed.clear()
+    return answered | failed
+
+
+def _calls_with_results(messages: Sequence[Mapping[str, Any]]) -> Iterable[tuple[str, str, str | None]]:
+    """Each call in ``messages`` as (tool name, its arguments' text, its result's text, ``None`` when no result is
+    paired with it by id)."""
     waiting: dict[str, tuple[str, str]] = {}  # a call's id -> its tool and arguments' text, until its result comes
     for message in messages:
         for call, function in _functions(message):
@@ -379,13 +403,13 @@ def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) 
             if message.get("role") == "assistant" and call_id:
                 waiting[call_id] = told
             else:
-                yield told
+                yield *told, None
         if message.get("role") in ("tool", "function"):
             answered = str(message.get("tool_call_id") or "")
             if answered in waiting:
                 tool, arguments = waiting.pop(answered)
-                yield tool, _as_answered(arguments, content_text(message.get("content")), mentions)
-    yield from waiting.values()  # calls with no result (yet), or none paired by id: as written
+                yield tool, arguments, content_text(message.get("content"))
+    yield from ((tool, arguments, None) for tool, arguments in waiting.values())  # no result (yet), or no id
 
 
 def _functions(message: Mapping[str, Any]) -> Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]:

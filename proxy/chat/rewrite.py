@@ -219,21 +219,21 @@ def build_plan(
     fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
     partly_failed = folded and fold_answer == FOLD_ANSWER and _some_failed(latest)
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
-    note = ""
+    note = call_next = ""
     uncovered = NOTHING_UNCOVERED
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
         uncovered = uncovered_in(turn.messages, offered)
-        note = _uncovered_note(uncovered.words)
+        note, call_next = _uncovered_note(uncovered.words), _call_for(uncovered.topic_tools)
         # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
-        fold_next = note + (FOLD_CALL if note and withheld else FOLD_NEXT)
+        fold_next = note + (call_next if note and withheld else FOLD_NEXT)
         apart = () if note or fold_answer != FOLD_ANSWER else tuple(asked_apart(turn.messages))
         if apart:  # each thing looked up on its own: the answer tells what was found for each
             fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
     if partly_failed:  # some calls failed beside others that did not: none of their results is to be made up
         fold_next, fold_answer = _after_a_failure(fold_next), FOLD_SOME_FAILED + fold_answer
-    call_ending = note + FOLD_CALL if note and fold_next != note + FOLD_CALL else ""
+    call_ending = note + call_next if note and fold_next != note + call_next else ""
     call_history: list[dict[str, Any]] | None = None
     # folded, a call is told as its result answered it: a value naming two things, answered for one, names that one
     told = answered_as_asked(turn.messages) if folded and rule.ground_arguments else turn.messages
@@ -370,6 +370,14 @@ def _uncovered_note(mentions: Sequence[str]) -> str:
     if not mentions:
         return ""
     return f"The question also asks about {', '.join(mentions)}, which these results do not cover yet. "
+
+
+def _call_for(topic_tools: Sequence[str]) -> str:
+    """The request for the next call, naming the tool of what the question still asks about when a word of a tool
+    named it: told only "Call the next tool you need." after a failed lookup of Tom's phone number, the question
+    still asking about his manager, the local model wrote the failed call again 6 times in 6; told "Call
+    `get_employee` for it now.", it called that tool 6 times in 6."""
+    return f"Call `{topic_tools[0]}` for it now." if topic_tools else FOLD_CALL
 
 
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:

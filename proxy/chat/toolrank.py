@@ -227,21 +227,27 @@ def first_user_text(messages: Iterable[Mapping[str, Any]]) -> str:
 
 def unused_tool_topics(
     tools: Sequence[ToolSpec], request: str, used: Collection[str], told: str, limit: int
-) -> list[str]:
+) -> list[tuple[str, str]]:
     """The words of ``request`` that name a tool no call has used yet ("pollen", of ``get_pollen_count``, in "What
-    are the UV index and the pollen level in Sydney?" after ``get_uv_index``), in the request's order, at most
-    ``limit``: a word of such a tool's name that no used tool's name or description carries and nothing ``told``
-    since the request (the calls' values, the results) says. A small model answers the whole question from the
-    first result and makes the rest up ("the pollen level is very high", the UV index's level)."""
-    unused = [tool for tool in tools if tool.name not in used]
-    named = set().union(*(stems(tool.name) for tool in unused))
-    if not named:
-        return []
+    are the UV index and the pollen level in Sydney?" after ``get_uv_index``), each with that tool's name, in the
+    request's order, at most ``limit``: a word of such a tool's name or description that no used tool's name or
+    description carries and nothing ``told`` since the request (the calls' values, the results) says. A small model
+    answers the whole question from the first result and makes the rest up ("the pollen level is very high", the UV
+    index's level), or calls the tool the question's first words name when another one's description holds the step
+    before it ("Tom's manager", of a directory's record "team and manager", before the manager's phone number).
+    A word of several tools' names is the first one's; a word of a name before a word of a description."""
     covered = stems(told).union(*(_tool_words(tool)[1] for tool in tools if tool.name in used))
-    topics: dict[str, str] = {}
+    unused = [tool for tool in tools if tool.name not in used]
+    owners: dict[str, str] = {}  # each stem that names an unused tool -> that tool
+    for tool in unused:
+        owners.update((stem, tool.name) for stem in stems(tool.name) if stem not in owners)
+    for tool in unused:  # the description counts for a tool none of whose name words is covered
+        if not stems(tool.name) & covered:
+            owners.update((stem, tool.name) for stem in stems(tool.description) if stem not in owners)
+    topics: dict[str, tuple[str, str]] = {}
     for _, stem, word in _comparable(request):
-        if stem in named and stem not in covered:
-            topics.setdefault(stem, word)
+        if stem in owners and stem not in covered:
+            topics.setdefault(stem, (word, owners[stem]))
     return list(topics.values())[:limit]
 
 
