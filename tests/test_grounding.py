@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 from toolshim.chat.builder import NO_ANSWER_CALL
-from toolshim.chat.grounding import (
-    NOTHING_UNCOVERED,
-    Grounds,
-    Uncovered,
-    answered_as_asked,
-    asked_apart,
-    uncovered_in,
-)
+from toolshim.chat.coverage import NOTHING_UNCOVERED, Uncovered, answered_as_asked, asked_apart, uncovered_in
+from toolshim.chat.grounding import Grounds
 from toolshim.formats import ToolSpec
 
 from tests.fakes import Reply, last_message, text_stream

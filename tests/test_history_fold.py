@@ -704,7 +704,6 @@ async def test_an_answer_about_what_only_an_unused_tool_gives_is_asked_once_for_
     """The account found, its balance asked about: "balance" names ``get_balance``, which no call used, and no
     result says it. An answer that gives a balance made it up (seen in the ninth loop set: "$10,000"), even
     though it names the balance: asked once for the next call, and the client sees only that call."""
-    from toolshim.formats.history import FOLD_CALL
 
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
     balance = call_text("hermes", "get_balance", {"account_id": "AC-9031"})

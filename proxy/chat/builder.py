@@ -34,9 +34,10 @@ from ..formats.base import FinishReason
 from ..formats.history import tool_failure
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
+from .coverage import NOTHING_UNCOVERED
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outside_brackets
 from .example import WorkedExample, opening_at_end
-from .grounding import NOTHING_UNCOVERED, Grounds
+from .grounding import Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole
 from .repeats import call_key

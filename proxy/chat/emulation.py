@@ -53,8 +53,9 @@ from ..wire.sse import DONE_BYTES, encode_json
 from .attempt import Attempt
 from .builder import ResponseBuilder, close_reason
 from .chunks import ChunkFactory
+from .coverage import NOTHING_UNCOVERED
 from .echo import Instructions
-from .grounding import NOTHING_UNCOVERED, names_an_id
+from .grounding import names_an_id
 from .reasks import missing_call_message, next_reask, unrepaired
 from .rewrite import EmulationPlan
 from .stops import StopMatcher

@@ -34,8 +34,9 @@ from ..formats.history import (
     tool_failure,
 )
 from ..wire.errors import InvalidRequest
+from .coverage import NOTHING_UNCOVERED, Uncovered, answered_as_asked, asked_apart, uncovered_in
 from .example import WorkedExample, without_example
-from .grounding import NOTHING_UNCOVERED, Grounds, Uncovered, answered_as_asked, asked_apart, uncovered_in
+from .grounding import Grounds
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
 from .toolrank import first_user_text, last_user_text, listing_order, relates_to_no_tool, unasked_tools
 from .turn import ChatTurn
