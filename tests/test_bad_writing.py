@@ -288,7 +288,7 @@ async def test_a_call_to_a_made_up_tool_is_no_text(start_proxy, fake_upstream, f
     message = (await ask(proxy, stream))["choices"][0]["message"]
     assert not message.get("tool_calls") and message["content"].strip() == "I have no tax tool."
     corrective = fake_upstream.requests[1]["messages"][-1]["content"]
-    assert "unknown tool 'lookup_tax_records'" in corrective and "answer in plain text" in corrective
+    assert "'lookup_tax_records' is not a tool" in corrective and "answer in plain text" in corrective
 
 
 @pytest.mark.parametrize("fmt", FORMAT_NAMES)

@@ -595,7 +595,7 @@ async def test_emulated_call_to_a_withdrawn_tool_is_an_unknown_tool(start_proxy,
     system = first["messages"][0]["content"]
     assert "### read_file" in system and "### run_tests" in system
     assert "### write_file" not in system and "### list_dir" not in system
-    assert "unknown tool" in reask["messages"][-1]["content"] and "write_file" in reask["messages"][-1]["content"]
+    assert "is not a tool" in reask["messages"][-1]["content"] and "write_file" in reask["messages"][-1]["content"]
     assert_call(result, "run_tests", {"target": "tests"})
     assert "<tool_call" not in (result["choices"][0]["message"]["content"] or "")
     assert actions(proxy) == {"max_tools": 1}

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum, auto
 from typing import Any
 
+from ._args import NAME_PREFIXES
 from ._calls import CallSlots
 from ._guard import CallOpener, guard
 from ._hermes_markup import RESPONSE, RESPONSE_END
@@ -117,7 +118,8 @@ class PythonicParser(StepParser[_State]):
     def __init__(self, tools: Sequence[ToolSpec], max_calls: int = 1) -> None:
         self._out = EventBuffer()
         self._calls = CallSlots(tools, max_calls, self._out)
-        self._names = tuple(_fold(t.name) for t in tools)  # for the bare-call hold-back
+        # for the bare-call hold-back: a bare call's name is one of these (read in pieces, its start was held)
+        self._names = tuple(_fold(prefix + t.name) for prefix in ("", *NAME_PREFIXES) for t in tools)
         self._buf = ""
         self._pos = 0
         self._final = False
@@ -189,7 +191,7 @@ class PythonicParser(StepParser[_State]):
             self._pos, self._state = pos + think.end(), _State.THINK
             return True
         bare = _BARE_OPEN.match(head)
-        if bare is not None and self._calls.resolve(bare.group(1)) is not None:
+        if bare is not None and self._may_name(bare.group(1)) and self._calls.resolve(bare.group(1)) is not None:
             self._begin(bare.group(1), pos + len(head) - len(head.lstrip(" \t")), pos + bare.end(), bare=True)
             return True
         if waiting and (
@@ -200,7 +202,8 @@ class PythonicParser(StepParser[_State]):
         return True
 
     def _may_name(self, head: str) -> bool:
-        """Whether a line start may still become a bare call: the start of an offered tool's name so far."""
+        """Whether a line start may still become a bare call: the start of an offered tool's name so far (or of one
+        under a namespace models write, ``functions.`` or ``default_api.``)."""
         if _BARE_PREFIX.fullmatch(head) is None:
             return False
         word = _fold(head.strip())

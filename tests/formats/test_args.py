@@ -167,7 +167,8 @@ def test_resolve_near_misses(index: ToolIndex, written: str, resolved: str, repa
 
 
 @pytest.mark.parametrize(
-    "written", ["", "   ", "weather", "get_weathr", "functions.", "get_weather()", "functions.foo"]
+    "written",
+    ["", "   ", "weather", "get_weathr", "functions.", "get_weather()", "functions.foo", "get_weather(city='Oslo')"],
 )
 def test_resolve_unknown(index: ToolIndex, written: str) -> None:
     assert index.resolve(written) == (None, ())
@@ -249,8 +250,8 @@ def test_a_tool_read_only_under_its_exact_name_takes_no_near_miss() -> None:
     assert idx.resolve("book_flight") == ("book_flight", ())
     for near in ("book_flights", "Book_Flight", "book-flight", "BookHotel", "Media_2_BookHotel"):
         assert idx.resolve(near) == (None, ()), near
-    assert idx.describe_unresolved("book_flights") == "unknown tool 'book_flights'; available: search_flights"
-    assert ToolIndex([withheld]).describe_unresolved("x") == "unknown tool 'x'; no tools are available"
+    assert idx.describe_unresolved("book_flights") == ("'book_flights' is not a tool; the tools are: search_flights()")
+    assert ToolIndex([withheld]).describe_unresolved("x") == "'x' is not a tool; no tools are available"
 
 
 def test_an_ambiguous_action_is_named_so() -> None:
@@ -296,9 +297,19 @@ def test_non_string_names_are_unknown(index: ToolIndex) -> None:
     assert not outcome.ok and outcome.error is not None
 
 
+@pytest.mark.parametrize("written", ["get_weather(city, unit)", "get_weather(city)", " `get_weather( city )` "])
+def test_a_name_written_with_the_parameters_a_reask_showed_is_the_tool(index: ToolIndex, written: str) -> None:
+    """The unknown-tool re-ask lists ``name(param, ...)``; a small model copies that as the name."""
+    assert index.resolve(written)[0] == "get_weather"
+    assert "name_signature" in index.resolve(written)[1]
+
+
 def test_unknown_tool_message_lists_tools(index: ToolIndex) -> None:
     outcome = finalize_call(index, "foo", "{}")
-    error = "unknown tool 'foo'; available: get_weather, write_file, search_docs"
+    error = (
+        "'foo' is not a tool; the tools are: get_weather(city, unit), write_file(path, content), "
+        "search_docs(query, limit, tags, exact, filters)"
+    )
     assert outcome == CallOutcome("foo", None, (), error)
 
 
@@ -307,7 +318,7 @@ def test_unknown_tool_message_is_bounded() -> None:
     outcome = finalize_call(idx, "x" * 10_000, "{}")
     assert outcome.error is not None and len(outcome.error) < 600
     assert outcome.error.endswith("…")
-    assert finalize_call(ToolIndex([]), "foo", "{}").error == "unknown tool 'foo'; no tools are available"
+    assert finalize_call(ToolIndex([]), "foo", "{}").error == "'foo' is not a tool; no tools are available"
 
 
 # ---- finalize_call: arguments, coercion, validation -------------------------------------------------

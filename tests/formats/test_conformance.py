@@ -500,3 +500,20 @@ def test_long_prose_is_linear(fmt: ToolFormat) -> None:
 @pytest.mark.parametrize("kind", sorted(ADVERSARIAL_OUTPUTS))
 def test_adversarial_output_is_linear(fmt: ToolFormat, kind: str) -> None:
     assert_linear(lambda k: adversarial_output(kind, k), lambda text: chunked(fmt, text, 16))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "functions.get_weather(city='Paris')\n",  # a namespace models write: a call, in any pieces
+        "default_api.get_weather(city='Paris')\n",
+        "Sure.get_weather(city='Paris')\n",  # prose run into a call (a lost line break): text, in any pieces
+        "GetWeather(city='Paris')\n",
+    ],
+)
+def test_a_bare_call_under_a_namespace_reads_the_same_in_any_pieces(text: str) -> None:
+    """A bare pythonic call's name is held while it may still become a tool's; read whole, a name the hold-back
+    would have let go as text is no bare call either (found by the mutation test: ``Sure.get_weather(``)."""
+    fmt = get_format("pythonic")
+    for cut in range(1, len(text)):
+        check_robust(fmt, text, [cut], 1, "stop")
