@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from ..formats import (
@@ -37,6 +37,7 @@ from .callids import new_call_id
 from .coverage import NOTHING_UNCOVERED
 from .echo import MAX_MISSES, SEGMENT_END, EchoFilter, Instructions, ends_outside_brackets
 from .example import WorkedExample, opening_at_end
+from .gate import CallGate, Verdict
 from .grounding import Grounds
 from .mentions import WrapperTags
 from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole
@@ -127,21 +128,23 @@ class ResponseBuilder(Generic[Item]):
         self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions is not None else None
         self._tags = WrapperTags(wrapper_tags) if wrapper_tags else None  # a repeated result's wrapper goes
         self._tools = tools  # the request's tools: a call written as plain lines names one of them
-        self._tools_by_name = {tool.name: tool for tool in reversed(tools)}  # a call's tool (the first of a name)
         self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
-        self._answered = answered  # calls (repeats.call_key) whose result the history holds: not sent again
         self._results = tuple(results)  # the latest tool results' texts: the answer when the model gives none
         # the calls the instructions show (their worked example), worked out only when the model copies them
         self._example = example
+        self.gate = CallGate(
+            {tool.name: tool for tool in reversed(tools)},
+            answered=answered,
+            example=example,
+            grounds=grounds,
+            unasked=unasked,
+            unasked_beside_only=unasked_beside_only,
+        )
         self._echoes_before = 0  # the echo filter's drops before this attempt
         self._attempt_text: list[str] = []  # this attempt's text after the filters (held or sent)
         self._fallback = ""  # the latest earlier attempt's text: an answer is never left empty
         self._unused_call = False  # a call was written that became none (malformed, withheld, repeated)
         self._text_after_call = False  # text written after a call was dropped (``_after_call``)
-        self._grounds = grounds  # a call's required values must come from the conversation (until trusted)
-        self._names = grounds  # ...and the names it respells are written the conversation's way (always)
-        self._unasked = unasked  # tools the question does not ask for: their calls are kept back (until trusted)
-        self._unasked_beside_only = unasked_beside_only  # ...only beside a call already made (before any result)
         # a stream's answer to folded results is held to the end of its first sentence, all of it while that
         # sentence talks about a tool ("The next tool you need is `get_flight_status`."): it may be asked again
         self._watch_talk = folded and bool(tools)
@@ -164,7 +167,7 @@ class ResponseBuilder(Generic[Item]):
         self.calls_withdrawn = True
         self._talking = False  # no call can be asked for: only a quoted result's line holds the answer back
         self._lead_in_open = False  # nor can a copied example be dropped
-        self._answered = frozenset()
+        self.gate.answered = frozenset()
         if self._plain_calls is None and self._tools:
             self._plain_calls = PlainCalls(self._tools)
 
@@ -172,11 +175,6 @@ class ResponseBuilder(Generic[Item]):
         """Calls may be returned again after ``withdraw_calls`` (a plain answer was asked for and the model
         wrote only the call again: that call is the answer); plain-line calls stay dropped."""
         self.calls_withdrawn = False
-
-    def trust_arguments(self) -> None:
-        """The model was asked once about values it made up: what it writes from now on is taken."""
-        self._grounds = None
-        self._unasked = frozenset()
 
     def start(self) -> list[Item]:
         return [self.renderer.role()]
@@ -446,20 +444,9 @@ class ResponseBuilder(Generic[Item]):
             return
         state = self._open.pop(event.index, None)
         if state is None:
-            event = self._respelled(event)
-        if self._repeats(event, attempt) and state is None:
-            return  # the same call again in one turn: a model writing on in a loop, cut there
-        if state is None and self._copied_example(event, attempt):
-            self.tally.sanitized += 1  # the prompt's worked example, repeated with the rest of it: no call
-            self._drop_lead_in(out)
-            return
-        if state is None and call_key(event.name, event.arguments) in self._answered:
-            attempt.repeated.append(event.name)  # its result is in the history: answered from it instead
-            self._unused_call = True
-            return
-        if state is None and (self._made_up(event, attempt) or self._unasked_call(event, attempt)):
-            return
-        if state is None and self._placeholder(event, attempt):  # a grounded call (grounding judges the others)
+            event = self.gate.respelled(event)
+        repeated = self._repeats(event, attempt)  # a streamed call too: the turn is cut after it
+        if state is None and (repeated or self._kept_back(event, attempt, out)):  # read whole: the gate may keep it
             return
         self._release_held(out, before_call=True)
         if state is None:
@@ -478,56 +465,6 @@ class ResponseBuilder(Generic[Item]):
         self.tally.parse_outcomes.append("repaired" if event.repairs else "clean")
         self.tally.repairs.extend(event.repairs)
 
-    def _respelled(self, event: ToolCallEnd) -> ToolCallEnd:
-        """The call with the names the model respelled written as the conversation writes them ("Lisboa"
-        for the user's "Lisbon"): the tool knows the user's name, and the repeat check sees the same call."""
-        if self._names is None:
-            return event
-        arguments = self._names.respelled_arguments(self._tools_by_name.get(event.name), event.arguments)
-        if arguments == event.arguments:
-            return event
-        return replace(event, arguments=arguments, repairs=(*event.repairs, "respelled"))
-
-    def _made_up(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call whose required values the conversation does not hold: kept back for a re-ask."""
-        if self._grounds is None:
-            return False
-        missing = self._grounds.ungrounded(self._tools_by_name.get(event.name), event.arguments)
-        if not missing:
-            return False
-        attempt.ungrounded.append((event, missing))
-        self._unused_call = True
-        log.info("call %s kept back: %s not in the conversation", event.name, ", ".join(missing))
-        return True
-
-    def _unasked_call(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call of a tool the question shares no word with: after tool results, a follow-up nobody asked
-        for (buying the product a search found, a calculation on an answer already given), kept back for a
-        re-ask; before any result, only beside a call already made (asked the time in two cities, the
-        weather tool for the second), dropped: the next turn's results say what is still uncovered."""
-        if event.name not in self._unasked:
-            return False
-        if self._unasked_beside_only:
-            if not self.calls_sent:
-                return False
-            self.tally.sanitized += 1
-            log.info("call %s dropped beside the turn's calls: the question does not ask for it", event.name)
-            return True
-        attempt.unasked.append(event.name)
-        attempt.withheld += 1  # written again once asked about: the re-ask after it is for a plain answer
-        self._unused_call = True
-        log.info("call %s kept back: the question does not ask for it", event.name)
-        return True
-
-    def _copied_example(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call that is the instructions' worked example, in an attempt that repeated instructions (an echo, or
-        the lines that lead to the example): the model copied the prompt (a genuine call with the example's values
-        comes without either)."""
-        example = self._example
-        if example is None or not example.shows(event.name, event.arguments):
-            return False
-        return self.echoed() or example.copied_with("".join(attempt.raw))
-
     def echoed(self) -> bool:
         """Whether the echo filter dropped text of this attempt (toolshim's instructions or notes, repeated)."""
         return self._filter is not None and self._filter.dropped > self._echoes_before
@@ -542,30 +479,19 @@ class ResponseBuilder(Generic[Item]):
             kept = text[: opening_at_end(text, lead_in)]
             texts[:] = [kept] if kept.strip() else []
 
-    def _placeholder(self, event: ToolCallEnd, attempt: Attempt) -> bool:
-        """A call with a value the worked example's filler gave (``country: "example"``), while the model can be asked
-        again: kept back (example.py). Told about the filler, a small model wrote it again nearly every time;
-        asked the same question again, it mostly wrote the user's value."""
-        if self._example is None or not attempt.can_repair:
+    def _kept_back(self, event: ToolCallEnd, attempt: Attempt, out: list[Item]) -> bool:
+        """Whether the gate keeps the whole call back (``gate.Verdict``); what that means for the client and the
+        counts."""
+        verdict = self.gate.judge(event, attempt, self.calls_sent, self.echoed())
+        if verdict is None:
             return False
-        copied = self._example.placeholders(self._tools_by_name.get(event.name), event.arguments)
-        if not copied:
-            return False
-        attempt.placeholders.extend(copied)
-        self._unused_call = True
-        log.info("call %s kept back: %s is the example's placeholder", event.name, ", ".join(copied))
+        if verdict in (Verdict.COPIED_EXAMPLE, Verdict.UNASKED_BESIDE):
+            self.tally.sanitized += 1  # no call: the prompt's example copied, or a call beside the turn's dropped
+        if verdict is Verdict.COPIED_EXAMPLE:
+            self._drop_lead_in(out)
+        elif verdict is not Verdict.UNASKED_BESIDE:
+            self._unused_call = True  # a call was written that became none
         return True
-
-    def copies_placeholder(self, event: ToolCallEnd) -> bool:
-        """Whether the call holds a value the worked example's filler gave (example.py)."""
-        return self._example is not None and bool(
-            self._example.copied(self._tools_by_name.get(event.name), event.arguments)
-        )
-
-    def trust_placeholders(self) -> None:
-        """The model was asked again after a placeholder: what it writes from now on is taken."""
-        if self._example is not None:
-            self._example.trust_placeholders()
 
     def _repeats(self, event: ToolCallEnd, attempt: Attempt) -> bool:
         """Is this call a repeat of one made earlier in the attempt? Then the turn is cut after it.

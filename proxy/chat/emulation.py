@@ -192,7 +192,7 @@ class Emulator:
                 self._withhold(attempt)
                 seen.clear()  # another request (without those tools): the same text there may be asked about again
             if reason == "placeholder":
-                self.builder.trust_placeholders()
+                self.builder.gate.trust_placeholders()
                 self._leave_example_out()
             required_left -= reason == "required"
             self.metrics.record_reask(self.info.model, reason)
@@ -250,7 +250,7 @@ class Emulator:
         self._ground_asked = True
         names = frozenset(event.name for event, _ in attempt.ungrounded) | frozenset(attempt.unasked)
         if self.plan.off_topic:
-            self.builder.trust_arguments()
+            self.builder.gate.trust_arguments()
             self._off_topic_calls = self._may_stand(attempt)
             self._answer_plainly()
         elif self.plan.narrowed is not None:
@@ -269,7 +269,7 @@ class Emulator:
         return [
             event
             for event, missing in attempt.ungrounded
-            if not self.builder.copies_placeholder(event) and not names_an_id(missing)
+            if not self.builder.gate.copies_placeholder(event) and not names_an_id(missing)
         ]
 
     def _first_call_stands(self, attempt: Attempt) -> list[Chunk]:
@@ -280,7 +280,7 @@ class Emulator:
         if not self._made_up or (attempt.malformed and attempt.can_repair and not self.builder.calls_sent):
             return []  # a broken call in the attempt without them (a tool it made up): its repair comes first
         made_up, self._made_up = self._made_up, []
-        self.builder.trust_arguments()
+        self.builder.gate.trust_arguments()
         self.builder.wants_call = self.plan.wants_call
         if self.builder.calls_sent:
             return []
