@@ -334,10 +334,11 @@ async def test_a_repeated_failed_call_asks_the_model_to_say_what_went_wrong(
 
 
 def test_a_partly_failed_round_is_answered_from_its_results() -> None:
-    from toolshim.chat.rewrite import _all_failed
+    from toolshim.chat.rewrite import _failed
 
-    assert _all_failed(['{"error": "x"}', "Error: y"]) and not _all_failed(['{"error": "x"}', '{"celsius": 21}'])
-    assert not _all_failed([])
+    assert _failed(['{"error": "x"}', "Error: y"]) == [True, True]
+    assert _failed(['{"error": "x"}', '{"celsius": 21}']) == [True, False]
+    assert _failed([]) == []
 
 
 @pytest.mark.parametrize("stream", [False, True])

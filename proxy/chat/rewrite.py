@@ -217,8 +217,9 @@ def build_plan(
     tool_names = [t.name for t in turn.tools]
     folded = rule.tool_history == "folded" and turn.has_tool_results
     latest = latest_results(turn.messages)
-    fold_answer = FOLD_FAILED if folded and _all_failed(latest) else FOLD_ANSWER
-    partly_failed = folded and fold_answer == FOLD_ANSWER and _some_failed(latest)
+    failed = _failed(latest) if folded else []
+    fold_answer = FOLD_FAILED if failed and all(failed) else FOLD_ANSWER
+    partly_failed = fold_answer == FOLD_ANSWER and any(failed)  # some calls failed beside others that did not
     fold_next = _fold_instruction(choice, bool(offered), fold_answer)
     note = call_next = ""
     uncovered = NOTHING_UNCOVERED
@@ -340,21 +341,17 @@ def _fold_instruction(choice: ToolChoice, offered: bool, answer: str) -> str:
     return FOLD_CALL if choice.mode in ("required", "named") else FOLD_NEXT
 
 
-def _some_failed(results: Sequence[str]) -> bool:
-    """Some of the latest results report a failure (not all: ``_all_failed``)."""
-    return any(tool_failure(result) is not None for result in results)
-
-
 def _after_a_failure(fold_next: str) -> str:
     """The folded request's last sentence after a round where a call failed beside others that did not: where it
     offers an answer, the failed call may be made again or its failure told."""
     return (FOLD_SOME_FAILED_NEXT if fold_next.endswith(FOLD_NEXT_CALL) else FOLD_SOME_FAILED) + fold_next
 
 
-def _all_failed(results: Sequence[str]) -> bool:
-    """Every one of the latest results reports a failure: the answer says what went wrong (asked to answer
-    "from these results", a small model made up the status a failed lookup did not give)."""
-    return bool(results) and all(tool_failure(result) is not None for result in results)
+def _failed(results: Sequence[str]) -> list[bool]:
+    """Which of the latest results report a failure. All of them: the answer says what went wrong (asked to answer
+    "from these results", a small model made up the status a failed lookup did not give); some: none of their
+    results is to be made up."""
+    return [tool_failure(result) is not None for result in results]
 
 
 def _unasked(offered: Sequence[ToolSpec], question: str, messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
