@@ -373,8 +373,8 @@ def _uncovered_note(mentions: Sequence[str]) -> str:
 def _call_for(topic_tools: Sequence[str]) -> str:
     """The request for the next call, naming the tool of what the question still asks about when a word of a tool
     named it: told only "Call the next tool you need." after a failed lookup of Tom's phone number, the question
-    still asking about his manager, the local model wrote the failed call again 6 times in 6; told "Call
-    `get_employee` for it now.", it called that tool 6 times in 6."""
+    still asking about his manager, the local model called ``get_employee`` 0 times in 6 (it wrote the failed call
+    again, or talked about calling); told "Call `get_employee` for it now.", 6 times in 6."""
     return f"Call `{topic_tools[0]}` for it now." if topic_tools else FOLD_CALL
 
 
