@@ -18,11 +18,10 @@ from typing import Any
 
 from ..formats import ToolSpec
 from ..formats.history import content_text, tool_failure
-from .grounding import Grounds, leaves, message_functions
+from .grounding import LETTER, WORD, Grounds, leaves, message_functions
 from .toolrank import unused_tool_topics
 
-_WORD = re.compile(r"[^\W_]+")
-_LETTER = re.compile(r"[^\W\d_]")
+CallResult = tuple[str, str, str | None]  # a call's tool, its arguments' text and its result's text (None: none paired)
 
 # a name the question mentions: Capitalised words in a row (not opening a sentence), or a token with a digit
 _MENTION = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b[\w-]*\d[\w.:-]*")
@@ -69,15 +68,16 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
     if start < 0:
         return NOTHING_UNCOVERED
     since = messages[start + 1 :]
-    told = list(_texts_told(since, mentions))
+    calls = list(_calls_with_results(since))
+    told = list(_texts_told(since, calls, mentions))
     covered = Grounds(told)
     looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
     names = [mention for mention in looked_up if not covered.has_text(mention)][:MAX_MENTIONS]
     if not tools or len(names) >= MAX_MENTIONS:
         return Uncovered(tuple(names))
-    if not any(_calls_with_results(since)):
+    if not calls:
         return Uncovered(tuple(names))
-    used = _tools_spent(since)
+    used = _tools_spent(calls)
     question = content_text(messages[start].get("content"))
     topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
     return Uncovered(tuple(names), tuple(word for word, _ in topics), tuple(dict.fromkeys(tool for _, tool in topics)))
@@ -162,11 +162,11 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     answer "naming what they found", it held both values 32 times in 84 ("The Louvre and the Prado are open
     from 10:00 to 20:00"); asked to name "what they found for each of Louvre and Prado", 49 times."""
     start, mentions = _question_mentions(messages)
-    names = [mention for mention in mentions if _LETTER.search(mention)]
+    names = [mention for mention in mentions if LETTER.search(mention)]
     if len(names) < 2:
         return []
     by_tool: dict[str, list[Grounds]] = {}
-    for tool, text in _calls_told(messages[start + 1 :], names):
+    for tool, text in _calls_told(list(_calls_with_results(messages[start + 1 :])), names):
         by_tool.setdefault(tool, []).append(Grounds([text]))
     for calls in by_tool.values():
         asked = [name for name in names if any(call.has_text(name) for call in calls)]
@@ -175,28 +175,30 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
-def _texts_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[str]:
-    """The texts of the messages since the question (results, the assistant's words) and their calls' arguments
-    (``_calls_told``)."""
+def _texts_told(
+    messages: Sequence[Mapping[str, Any]], calls: Sequence[CallResult], mentions: Sequence[str]
+) -> Iterable[str]:
+    """The texts of the messages since the question (results, the assistant's words) and their ``calls``'
+    arguments (``_calls_told``)."""
     yield from (content_text(message.get("content")) for message in messages)
-    yield from (text for _, text in _calls_told(messages, mentions))
+    yield from (text for _, text in _calls_told(calls, mentions))
 
 
-def _calls_told(messages: Sequence[Mapping[str, Any]], mentions: Sequence[str]) -> Iterable[tuple[str, str]]:
-    """Each call in ``messages`` as (tool name, its arguments' text); a value that names several ``mentions``,
-    whose result names some of them, stands as those it names."""
-    for tool, arguments, result in _calls_with_results(messages):
+def _calls_told(calls: Sequence[CallResult], mentions: Sequence[str]) -> Iterable[tuple[str, str]]:
+    """Each call as (tool name, its arguments' text); a value that names several ``mentions``, whose result names
+    some of them, stands as those it names."""
+    for tool, arguments, result in calls:
         yield tool, arguments if result is None else _as_answered(arguments, result, mentions)
 
 
-def _tools_spent(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The tools of the calls in ``messages`` that gave a result (a call with no result paired counts), and those
+def _tools_spent(calls: Sequence[CallResult]) -> set[str]:
+    """The tools of the ``calls`` that gave a result (a call with no result paired counts), and those
     whose last call failed with no result since: a failed call covers nothing of the question, and its tool is
     worth another call once a result came after it ("unknown: 'Tom'" for Tom's phone number, then Tom's record
     naming his manager), not before (told about it again, a small model wrote the same failing call)."""
     answered: set[str] = set()
     failed: set[str] = set()
-    for tool, _, result in _calls_with_results(messages):
+    for tool, _, result in calls:
         if result is not None and tool_failure(result) is not None:
             failed.add(tool)
             continue
@@ -205,7 +207,7 @@ def _tools_spent(messages: Sequence[Mapping[str, Any]]) -> set[str]:
     return answered | failed
 
 
-def _calls_with_results(messages: Sequence[Mapping[str, Any]]) -> Iterable[tuple[str, str, str | None]]:
+def _calls_with_results(messages: Sequence[Mapping[str, Any]]) -> Iterable[CallResult]:
     """Each call in ``messages`` as (tool name, its arguments' text, its result's text, ``None`` when no result is
     paired with it by id)."""
     waiting: dict[str, tuple[str, str]] = {}  # a call's id -> its tool and arguments' text, until its result comes
@@ -253,13 +255,13 @@ def _names_listed(value: str, mentions: Sequence[str]) -> list[str]:
     Prado"); none when it names fewer than two, or says anything besides them ("I'm running 10 minutes late"
     holds the question's "10", but is a message, not a list of things to look up)."""
     inside = Grounds([value])
-    names = [mention for mention in mentions if _LETTER.search(mention) and inside.has_text(mention)]
+    names = [mention for mention in mentions if LETTER.search(mention) and inside.has_text(mention)]
     if len(names) < 2:
         return []
     rest = value.casefold()
     for name in names:
         rest = rest.replace(name.casefold(), " ")
-    return names if all(word in _CONNECTORS for word in _WORD.findall(rest)) else []
+    return names if all(word in _CONNECTORS for word in WORD.findall(rest)) else []
 
 
 def names_none_of(text: str, names: Sequence[str]) -> bool:

@@ -43,7 +43,7 @@ from typing import Any
 from ..formats import ToolSpec, canonical_json
 from ..formats.history import content_text
 
-_WORD = re.compile(r"[^\W_]+")
+WORD = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?:\.\d+)?")
 _NUMBER_WORDS = {
     word: value
@@ -59,7 +59,7 @@ MAX_RESPELL_VALUE_WORDS = 6  # a longer string is text, not a name: left as writ
 # parameters that name a person or a place (the last word of the parameter's name): digits alone name none
 _NAMING = frozenset({"name", "city", "country", "person", "contact", "town"})
 _IDENTIFYING = frozenset({"id", "ids", "uuid", "guid"})  # parameters that hold an id (the last word of the name)
-_LETTER = re.compile(r"[^\W\d_]")
+LETTER = re.compile(r"[^\W\d_]")
 # Past this many characters of conversation only the newest text is searched: the check stays bounded.
 MAX_GROUND_CHARS = 200_000
 
@@ -71,10 +71,10 @@ class Grounds:
         original = "\n".join(texts)[-MAX_GROUND_CHARS:]
         text = original.casefold()
         self._text = text
-        self._words = set(_WORD.findall(text))
+        self._words = set(WORD.findall(text))
         # how the conversation spells each longer capitalised word (a name), for ``respelled``
         self._names: dict[str, str] = {}
-        for word in _WORD.findall(original):
+        for word in WORD.findall(original):
             if len(word) >= _STEM and word[0].isupper():
                 self._names.setdefault(word.casefold(), word)
         self._stems: dict[str, list[str]] = {}
@@ -101,7 +101,7 @@ class Grounds:
         folded = value.casefold().strip()
         if not folded or folded in self._text:
             return True
-        for word in _WORD.findall(folded):
+        for word in WORD.findall(folded):
             if word.isdigit() and len(_digits(word)) >= 2 and _digits(word) in self._digits:
                 return True
             if len(word) >= 3 and (word in self._words or self._inflects(word)):
@@ -146,9 +146,9 @@ class Grounds:
     def respelled(self, value: str) -> str:
         """``value`` with each word that respells one name of the conversation written as the conversation
         writes it ("Lisboa, Portugal" after "Lisbon" -> "Lisbon, Portugal"); a longer text is left alone."""
-        if len(_WORD.findall(value)) > MAX_RESPELL_VALUE_WORDS:
+        if len(WORD.findall(value)) > MAX_RESPELL_VALUE_WORDS:
             return value
-        return _WORD.sub(lambda match: self._spelling_of(match.group()), value)
+        return WORD.sub(lambda match: self._spelling_of(match.group()), value)
 
     def _spelling_of(self, word: str) -> str:
         folded = word.casefold()
@@ -198,7 +198,7 @@ class Grounds:
             return False
         if folded not in told or folded in self._text:
             return False
-        words = [word for word in _WORD.findall(folded) if len(word) >= 3]
+        words = [word for word in WORD.findall(folded) if len(word) >= 3]
         return not words or any(word not in self._words and not self._inflects(word) for word in words)
 
     def _grounded(self, value: Any) -> bool:
@@ -223,7 +223,7 @@ def message_functions(message: Mapping[str, Any]) -> Iterable[tuple[Mapping[str,
 
 def _names_nothing(parameter: str, value: Any) -> bool:
     """A parameter that names a person or a place given a string with no letter in it ("81", "2025")."""
-    return _last_word(parameter) in _NAMING and isinstance(value, str) and not _LETTER.search(value)
+    return _last_word(parameter) in _NAMING and isinstance(value, str) and not LETTER.search(value)
 
 
 def _schema_of(properties: Mapping[str, Any], name: str) -> Mapping[str, Any]:
