@@ -130,9 +130,7 @@ class ResponseBuilder(Generic[Item]):
         self._tools = tools  # the request's tools: a call written as plain lines names one of them
         self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
         self._results = tuple(results)  # the latest tool results' texts: the answer when the model gives none
-        # the calls the instructions show (their worked example), worked out only when the model copies them
-        self._example = example
-        self.gate = CallGate(
+        self.gate = CallGate(  # judges each call read whole; holds the instructions' worked example
             {tool.name: tool for tool in reversed(tools)},
             answered=answered,
             example=example,
@@ -204,7 +202,7 @@ class ResponseBuilder(Generic[Item]):
         if self.buffered:
             self._held_text.clear()
         self._first_sentence, self._talking = self._watch_talk, False
-        self._lead_in_open = not self.buffered and self._example is not None and not self.calls_withdrawn
+        self._lead_in_open = not self.buffered and self.gate.example is not None and not self.calls_withdrawn
         sent = "".join(self._sent_text)
         self._echo = Repetition(sent) if sent.strip() and not self.buffered else None
 
@@ -373,7 +371,7 @@ class ResponseBuilder(Generic[Item]):
         pending = ("".join(self._held_text) + text).strip()
         if not pending:
             return bool(self._held_text)
-        self._lead_in_open = self._example is not None and self._example.may_lead_in(pending)
+        self._lead_in_open = self.gate.example is not None and self.gate.example.may_lead_in(pending)
         return self._lead_in_open
 
     def _first_sentence_read(self) -> bool:
@@ -472,7 +470,7 @@ class ResponseBuilder(Generic[Item]):
     def _drop_lead_in(self, out: list[Item]) -> None:
         """The held text without the instructions' lines that lead to the example it ends with ("For example:"):
         they came with the copied example, toolshim's text (nor are they the answer of last resort)."""
-        lead_in = self._example.lead_in() if self._example is not None else ""
+        lead_in = self.gate.example.lead_in() if self.gate.example is not None else ""
         self._filtered_text(self._flush_filters(), out)  # the call closes the filters' open segment
         for texts in (self._held_text, self._attempt_text):
             text = "".join(texts)

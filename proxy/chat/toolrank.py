@@ -237,13 +237,15 @@ def unused_tool_topics(
     before it ("Tom's manager", of a directory's record "team and manager", before the manager's phone number).
     A word of several tools' names is the first one's; a word of a name before a word of a description."""
     covered = stems(told).union(*(_tool_words(tool)[1] for tool in tools if tool.name in used))
-    unused = [tool for tool in tools if tool.name not in used]
+    unused = [(tool, stems(tool.name)) for tool in tools if tool.name not in used]
     owners: dict[str, str] = {}  # each stem that names an unused tool -> that tool
-    for tool in unused:
-        owners.update((stem, tool.name) for stem in stems(tool.name) if stem not in owners)
-    for tool in unused:  # the description counts for a tool none of whose name words is covered
-        if not stems(tool.name) & covered:
-            owners.update((stem, tool.name) for stem in stems(tool.description) if stem not in owners)
+    for tool, name in unused:
+        for stem in name:
+            owners.setdefault(stem, tool.name)
+    for tool, name in unused:  # the description counts for a tool none of whose name words is covered
+        if not name & covered:
+            for stem in stems(tool.description):
+                owners.setdefault(stem, tool.name)
     topics: dict[str, tuple[str, str]] = {}
     for _, stem, word in _comparable(request):
         if stem in owners and stem not in covered:
