@@ -794,6 +794,68 @@ def get_country_area(args: Args) -> dict[str, Any]:
     return {"country": country.title(), "area_km2": AREAS[country]}
 
 
+STOCK = {"blue kettle": {"product": "Blue kettle", "in_stock": 0, "restock_date": "2026-12-08"}}
+
+
+def get_stock_level(args: Args) -> dict[str, Any]:
+    return dict(STOCK[_find(STOCK, _text(args, "product", "item", "name"))])
+
+
+BUS_TIMES = {"central": ["14:05 line 7 to Airport", "14:20 line 3 to Harbour", "14:35 line 7 to Airport"]}
+
+
+def get_bus_times(args: Args) -> dict[str, Any]:
+    stop = _find(BUS_TIMES, _text(args, "stop", "station", "stop_name"))
+    return {"stop": "Central Station", "next_departures": BUS_TIMES[stop]}
+
+
+INGREDIENTS = {"pancake": ["flour", "milk", "eggs", "butter", "a pinch of salt"]}
+
+
+def get_ingredients(args: Args) -> dict[str, Any]:
+    dish = _find(INGREDIENTS, _text(args, "dish", "recipe", "name"))
+    return {"dish": "pancakes", "ingredients": INGREDIENTS[dish], "serves": 4}
+
+
+SHOP_ORDERS = {"ana@example.com": {"order_id": "ORD-5512", "status": "shipped"}}
+DELIVERIES = {"ord-5512": "2026-12-03"}
+
+
+def find_order(args: Args) -> dict[str, Any]:
+    return dict(SHOP_ORDERS[_find(SHOP_ORDERS, _text(args, "email", "customer_email"))])
+
+
+def get_delivery_date(args: Args) -> dict[str, Any]:
+    order = _find(DELIVERIES, _text(args, "order_id", "order", "id"))
+    return {"order_id": order.upper(), "estimated_delivery": DELIVERIES[order]}
+
+
+SUNRISE = {"oslo": "09:12", "madrid": "08:27"}
+
+
+def get_sunrise(args: Args) -> dict[str, Any]:
+    city = _find(SUNRISE, _text(args, "city", "location"))
+    return {"city": city.title(), "date": "tomorrow", "sunrise": SUNRISE[city]}
+
+
+def add_calendar_event(args: Args) -> dict[str, Any]:
+    title, date = _text(args, "title", "name", "event"), _text(args, "date", "day")
+    return {"event_id": "EV-301", "title": title, "date": date, "time": args.get("time"), "status": "added"}
+
+
+def search_jobs(args: Args) -> dict[str, Any]:
+    return {"query": _text(args, "title", "query", "role", "job_title"), "city": args.get("city"), "results": []}
+
+
+FUEL = {"hamburg": {"diesel": 1.689, "petrol": 1.799}}
+
+
+def get_fuel_price(args: Args) -> dict[str, Any]:
+    city = _find(FUEL, _text(args, "city", "location"))
+    fuel = _find(FUEL[city], _text(args, "fuel", "fuel_type", "type"))
+    return {"city": city.title(), "fuel": fuel, "price_per_litre": FUEL[city][fuel], "currency": "EUR"}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -1290,6 +1352,53 @@ TOOLS: dict[str, Tool] = {
             _obj({"country": STR}, ["country"]),
             get_country_area,
         ),
+        Tool(
+            "get_stock_level",
+            "How many units of a product the shop has in stock.",
+            _obj({"product": STR}, ["product"]),
+            get_stock_level,
+        ),
+        Tool(
+            "get_bus_times",
+            "The next departures from a bus stop.",
+            _obj({"stop": STR}, ["stop"]),
+            get_bus_times,
+        ),
+        Tool("get_ingredients", "The ingredients of a dish's recipe.", _obj({"dish": STR}, ["dish"]), get_ingredients),
+        Tool(
+            "find_order",
+            "Find a customer's latest order by their email address: the order id and status.",
+            _obj({"email": STR}, ["email"]),
+            find_order,
+        ),
+        Tool(
+            "get_delivery_date",
+            "The estimated delivery date of an order, by its order id.",
+            _obj({"order_id": STR}, ["order_id"]),
+            get_delivery_date,
+        ),
+        Tool("get_sunrise", "Tomorrow's sunrise time in a city.", _obj({"city": STR}, ["city"]), get_sunrise),
+        Tool(
+            "add_calendar_event",
+            "Add an event to the user's calendar.",
+            _obj(
+                {"title": STR, "date": {"type": "string", "description": "YYYY-MM-DD"}, "time": {"type": "string"}},
+                ["title", "date"],
+            ),
+            add_calendar_event,
+        ),
+        Tool(
+            "search_jobs",
+            "Search open job listings by job title and city.",
+            _obj({"title": STR, "city": STR}, ["title"]),
+            search_jobs,
+        ),
+        Tool(
+            "get_fuel_price",
+            "Today's average fuel price in a city, per litre.",
+            _obj({"city": STR, "fuel": {"type": "string", "enum": ["diesel", "petrol"]}}, ["city", "fuel"]),
+            get_fuel_price,
+        ),
     )
 }
 
@@ -1511,6 +1620,20 @@ def canada_is_larger(answer: str, calls: Sequence[Call]) -> list[str]:
     ):
         return []
     return ["answer does not say that Canada is larger"]
+
+
+_OUT_OF_STOCK = re.compile(
+    r"out of stock|(?:not|n't)\b[^.]{0,20}\b(?:in stock|available)|unavailable|sold out|\bno (?:units|stock)\b"
+    r"|\b(?:0|zero) (?:units|in stock)|restock|december 8|2026-12-08",
+    re.IGNORECASE,
+)
+
+
+def kettle_out_of_stock(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the kettle is not in stock (0 units, back on 2026-12-08); not that it is."""
+    if _OUT_OF_STOCK.search(answer) and not re.search(r"(?<!not )\bis (?:currently )?in stock\b", answer, re.I):
+        return []
+    return ["answer does not say the kettle is out of stock"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -2278,7 +2401,103 @@ TENTH: tuple[Task, ...] = (
         summary="general knowledge: no tool",
     ),
 )
+# Written 2026-11-29 (session after stop 50) before any run on them (``--tasks eleventh``), with nine new tools:
+# a stock level of 0, the one departure of a list that goes where asked, a list of ingredients, a chain through
+# an order id found by email, two lookups of one tool, an action with a date and a time, an empty search, a price
+# with an enum value, and a question no tool answers.
+ELEVENTH: tuple[Task, ...] = (
+    Task(
+        "kettle_stock",
+        "Is the blue kettle in stock?",
+        ("get_stock_level", "get_ingredients"),
+        (called("get_stock_level", "kettle"), kettle_out_of_stock),
+        summary="a stock level of 0: the answer says no (back on 2026-12-08)",
+    ),
+    Task(
+        "harbour_bus",
+        "When does the next bus to the Harbour leave from Central Station?",
+        ("get_bus_times", "get_fuel_price"),
+        (called("get_bus_times", "central"), says_word("14:20", "2:20")),
+        summary="the one departure of a list that goes where asked (14:20, the first goes elsewhere)",
+    ),
+    Task(
+        "pancake_ingredients",
+        "What ingredients do I need for pancakes?",
+        ("get_ingredients", "get_stock_level"),
+        (called("get_ingredients", "pancake"), says_word("flour"), says_word("egg")),
+        summary="a list result (flour, milk, eggs, butter, salt)",
+    ),
+    Task(
+        "order_arrival",
+        "When will my order arrive? My email is ana@example.com.",
+        ("find_order", "get_delivery_date"),
+        (
+            called("find_order", "ana@example.com"),
+            called("get_delivery_date", "ord-5512"),
+            says_word("2026-12-03", "december 3", "3 december", "dec 3", "3rd of december", "december 3rd", "12/03"),
+        ),
+        summary="find the order's id by email, then its delivery date (2026-12-03)",
+    ),
+    Task(
+        "sunrise_two",
+        "What time does the sun rise tomorrow in Oslo and in Madrid?",
+        ("get_sunrise", "get_bus_times"),
+        (
+            called("get_sunrise", "oslo"),
+            called("get_sunrise", "madrid"),
+            says_word("09:12", "9:12"),
+            says_word("08:27", "8:27"),
+        ),
+        summary="two lookups of one tool (09:12 and 08:27)",
+    ),
+    Task(
+        "dentist_calendar",
+        "Put a dentist appointment in my calendar on 2026-12-10 at 09:30.",
+        ("add_calendar_event", "get_sunrise"),
+        (
+            called("add_calendar_event", "dentist", "2026-12-10"),
+            says_word("added", "scheduled", "created", "booked", "calendar", "set"),
+            not_negated,
+        ),
+        summary="an action with a date and a time from the question",
+    ),
+    Task(
+        "porto_jobs",
+        "Are there any open data scientist jobs in Porto?",
+        ("search_jobs", "get_fuel_price"),
+        (called("search_jobs", "data scientist"), says_none_found),
+        summary="an empty search: the answer says none were found",
+    ),
+    Task(
+        "diesel_hamburg",
+        "How much does a litre of diesel cost in Hamburg today?",
+        ("get_fuel_price", "search_jobs"),
+        (called("get_fuel_price", "hamburg", "diesel"), says_number("1.689", "1.69")),
+        summary="a price with an enum value from the question (1.689 EUR)",
+    ),
+    Task(
+        "largest_planet",
+        "What is the largest planet in our solar system?",
+        ("get_ingredients", "search_jobs"),
+        (no_calls, says_word("jupiter")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
 TASKS_BY_NAME = {
     task.name: task
-    for task in (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH)
+    for task in (
+        *TASKS,
+        *HELD_OUT,
+        *FRESH,
+        *UNSEEN,
+        *FOURTH,
+        *FIFTH,
+        *SIXTH,
+        *SEVENTH,
+        *EIGHTH,
+        *NINTH,
+        *TENTH,
+        *ELEVENTH,
+    )
 }

@@ -28,6 +28,7 @@ from bench.agent_loops import (
 from bench.loop_clients import LoopEnd, _pydantic_model, execute
 from bench.loop_tasks import (
     EIGHTH,
+    ELEVENTH,
     FIFTH,
     FOURTH,
     FRESH,
@@ -48,7 +49,7 @@ from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
 # every task of every set
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH)
+ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH, *ELEVENTH)
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -272,6 +273,36 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "Canada is larger: 9,984,670 km² against China's 9,596,961 km².",
     ),
     "water_boils": ([], "Water boils at 100 °C at sea level."),
+    "kettle_stock": ([("get_stock_level", {"product": "blue kettle"})], "No, it is out of stock until 2026-12-08."),
+    "harbour_bus": (
+        [("get_bus_times", {"stop": "Central Station"})],
+        "The next bus to the Harbour leaves at 14:20 (line 3).",
+    ),
+    "pancake_ingredients": (
+        [("get_ingredients", {"dish": "pancakes"})],
+        "You need flour, milk, eggs, butter and a pinch of salt.",
+    ),
+    "order_arrival": (
+        [("find_order", {"email": "ana@example.com"}), ("get_delivery_date", {"order_id": "ORD-5512"})],
+        "Your order ORD-5512 should arrive on 2026-12-03.",
+    ),
+    "sunrise_two": (
+        [("get_sunrise", {"city": "Oslo"}), ("get_sunrise", {"city": "Madrid"})],
+        "Tomorrow the sun rises at 09:12 in Oslo and at 08:27 in Madrid.",
+    ),
+    "dentist_calendar": (
+        [("add_calendar_event", {"title": "Dentist appointment", "date": "2026-12-10", "time": "09:30"})],
+        "I added the dentist appointment to your calendar for 2026-12-10 at 09:30.",
+    ),
+    "porto_jobs": (
+        [("search_jobs", {"title": "data scientist", "city": "Porto"})],
+        "There are no open data scientist jobs in Porto right now.",
+    ),
+    "diesel_hamburg": (
+        [("get_fuel_price", {"city": "Hamburg", "fuel": "diesel"})],
+        "Diesel costs 1.689 EUR per litre in Hamburg today.",
+    ),
+    "largest_planet": ([], "Jupiter is the largest planet in our solar system."),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
