@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
+import string
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -53,13 +55,16 @@ CALL_PIECES = len(mock_upstream.CALL_PIECES)  # upstream chunks of the <tool_cal
 STAMP = re.compile(rb"@([tc])(\d+\.\d+)")
 
 
+_ID_LETTERS = string.ascii_letters + string.digits
+
+
 def agent_body(kb: int) -> bytes:
     """A native request of about ``kb`` kB, as an agent sends: tools, and a history of calls and results."""
     messages: list[dict[str, object]] = [{"role": "system", "content": "You are a coding agent. " * 20}]
     while len(json.dumps(messages)) < kb * 1000:
         i = len(messages)
         call = {
-            "id": f"call_{i:024d}",
+            "id": "call_" + "".join(random.Random(i).choices(_ID_LETTERS, k=24)),  # as OpenAI's look
             "type": "function",
             "function": {"name": "get_weather", "arguments": json.dumps({"city": f"Paris {i}"})},
         }

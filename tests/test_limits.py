@@ -392,6 +392,49 @@ async def test_json_nested_past_the_parser_is_a_400(start_proxy: Any, fake_upstr
     assert fake_upstream.requests == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 123456789012345678901234567890, "b": -99999999999999999999}',  # past 64 bits: exact ints
+        b'{"a": 18446744073709551615, "b": 1.5e300, "c": [1, 2.0, "x"]}',
+        b'{"a": NaN, "b": -Infinity}',  # json reads them; orjson refuses
+        b'{"a": "\\ud800", "b": "\xc3\xbc"}',  # a lone surrogate escaped, UTF-8 text
+        b'{"a": 1, "a": 2}',
+        b"\xef\xbb\xbf{}",  # a byte order mark: json skips it, orjson refuses it
+        '{"a": "\u00fc", "b": 12345678901234567890123}',  # text, not bytes
+    ],
+)
+def test_the_body_parser_reads_what_json_reads(text: bytes | str) -> None:
+    """``jsoncodec.loads`` (orjson where it reads the same) gives exactly ``json.loads``'s value and types."""
+    from toolshim.wire.jsoncodec import loads
+
+    got, want = loads(text), json.loads(text)
+    assert repr(got) == repr(want)  # repr: NaN compares unequal to itself, and 1 == 1.0
+
+
+@pytest.mark.parametrize("text", [b"{", b"\xff", b"[" * 5000 + b"]" * 5000])
+def test_the_body_parser_refuses_what_json_refuses(text: bytes) -> None:
+    from toolshim.wire.jsoncodec import loads
+
+    with pytest.raises((ValueError, RecursionError)) as want:
+        json.loads(text)
+    with pytest.raises(want.type):
+        loads(text)
+
+
+async def test_an_integer_past_64_bits_reaches_the_upstream_exactly(
+    start_proxy: Any, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await start_proxy()
+    fake_upstream.script(Reply(body=completion("ok")))
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 123456789012345678901234567890}'
+    status, answer = await post(
+        proxy.base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    assert status == 200, answer
+    assert fake_upstream.requests[0]["seed"] == 123456789012345678901234567890
+
+
 async def test_lone_surrogate_in_a_responses_body_is_served(
     start_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:

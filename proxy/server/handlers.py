@@ -8,7 +8,6 @@ status; a failure after that ends the stream with an OpenAI error event (never a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -41,7 +40,7 @@ from ..wire.errors import (
     UpstreamTimeout,
     render_error,
 )
-from ..wire.jsoncodec import dumps
+from ..wire.jsoncodec import dumps, loads
 from ..wire.sse import encode_json
 from .catalog import model_card
 from .drain import was_cut
@@ -103,7 +102,7 @@ async def read_json(request: web.Request) -> Any:
     if not raw.strip():
         raise InvalidRequest("The request body is empty; send a JSON object.")
     try:
-        body = json.loads(raw)
+        body = loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InvalidRequest(
             "We could not parse the JSON body of your request. (HINT: This likely means you "
