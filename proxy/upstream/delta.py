@@ -9,12 +9,12 @@ No I/O here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..wire.errors import UpstreamProtocolError, stream_error
-from ..wire.jsoncodec import loads
 
 Payload = str | dict[str, Any]
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -40,7 +40,7 @@ def parse_payload(payload: Payload) -> dict[str, Any]:
     if isinstance(payload, dict):
         return payload
     try:
-        chunk = loads(payload)
+        chunk = json.loads(payload)
     except ValueError:
         raise UpstreamProtocolError(f"upstream sent an event that is not JSON: {payload[:80]!r}") from None
     if not isinstance(chunk, dict):

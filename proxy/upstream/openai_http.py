@@ -40,7 +40,7 @@ from ..wire.errors import (
     upstream_too_large,
 )
 from ..wire.headers import relayable
-from ..wire.jsoncodec import dumps, loads
+from ..wire.jsoncodec import dumps
 from ..wire.sse import PayloadReader
 from .base import Body, Observer, UpstreamStream, report
 
@@ -209,7 +209,7 @@ class OpenAIUpstream:
             await self._raise_for_status(resp)
             raw = await _read_capped(resp, self.name, self.max_event_bytes)
             try:
-                result = loads(raw)
+                result = json.loads(raw)
             except ValueError:
                 raise UpstreamProtocolError(f"upstream '{self.name}' returned a body that is not JSON") from None
             if not isinstance(result, dict):
