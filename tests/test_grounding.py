@@ -225,6 +225,53 @@ def test_what_is_uncovered_holds_the_names_then_the_topics_of_unused_tools() -> 
     assert not NOTHING_UNCOVERED and not NOTHING_UNCOVERED.left_out_by("anything")
 
 
+@pytest.mark.parametrize(
+    ("question", "result", "answer", "left_out"),
+    [
+        # Oslo looked up, Madrid not: an answer that names Madrid tells Oslo's time as Madrid's (the eleventh set)
+        ("When does the sun rise in Oslo and in Madrid?", '{"city": "Oslo"}', "09:12 in Oslo and Madrid.", True),
+        # nothing of the question looked up as it is written: the name stands for the value the call took
+        (
+            "What is Apple's share price right now?",
+            '{"symbol": "AAPL", "price": 187.44}',
+            "Apple's is 187.44 USD.",
+            False,
+        ),
+        ("What is Apple's share price right now?", '{"symbol": "AAPL", "price": 187.44}', "It is 187.44.", True),
+        # France only says where Paris is: an answer naming it is no made-up second lookup
+        ("What's the weather in Paris, France?", '{"city": "Paris"}', "Paris, France: 18 C.", False),
+    ],
+)
+def test_an_answer_about_a_name_no_result_covers_beside_one_looked_up_is_made_up(
+    question: str, result: str, answer: str, left_out: bool
+) -> None:
+    found = uncovered_in([{"role": "user", "content": question}, *exchange({}, result)], ())
+    assert found.left_out_by(answer) is left_out
+
+
+FOUND, UNKNOWN = '{"ok": true}', '{"error": "ValueError: unknown stop"}'
+
+
+@pytest.mark.parametrize(
+    ("question", "arguments", "result", "next_tools"),
+    [
+        # listed with the name looked up: the tool that looked it up is the next call's
+        ("When does the sun rise in Oslo and in Madrid?", {"city": "Oslo"}, FOUND, ("hours",)),
+        ("How high are Mont Blanc and the Matterhorn?", {"place": "Mont Blanc"}, FOUND, ("hours",)),
+        # a unit beside the city, a stop beside the destination: no list, no tool named
+        ("What's the temperature in Oslo right now, in Fahrenheit?", {"city": "Oslo"}, FOUND, ()),
+        ("When does the next bus to the Harbour leave from Central Station?", {"stop": "Harbour"}, FOUND, ()),
+        # ...unless the call failed for the one it took: the same tool for the other
+        ("When does the next bus to the Harbour leave from Central Station?", {"stop": "Harbour"}, UNKNOWN, ("hours",)),
+    ],
+)
+def test_the_next_call_names_the_tool_that_looked_up_a_listed_name(
+    question: str, arguments: dict[str, Any], result: str, next_tools: tuple[str, ...]
+) -> None:
+    found = uncovered_in([{"role": "user", "content": question}, *exchange(arguments, result)], ())
+    assert found.beside_looked_up and (found.topic_tools or found.name_tools) == next_tools
+
+
 def exchange(arguments: dict[str, Any], result: str, call_id: str = "c1") -> list[dict[str, Any]]:
     call = {"id": call_id, "type": "function", "function": {"name": "hours", "arguments": json.dumps(arguments)}}
     return [
@@ -790,8 +837,8 @@ async def test_an_answer_to_things_looked_up_apart_names_what_was_found_for_each
     assert result["choices"][0]["message"]["content"] == "The Louvre closes at 18:00 and the Prado at 20:00."
     told = fake_upstream.requests[0]["messages"][-1]["content"]
     assert told.endswith(
-        "If these results answer the question, answer it now, naming what they found for each of Louvre and "
-        "Prado. Otherwise call the next tool you need."
+        "If these results answer the question, answer it now in full sentences, with the values they found for each "
+        "of Louvre and Prado. Otherwise call the next tool you need."
     )
 
 
@@ -1042,7 +1089,8 @@ async def test_a_call_kept_back_for_an_uncovered_mention_is_asked_for_again_as_a
     assert made["function"]["name"] == "get_local_time" and "New York" in made["function"]["arguments"]
     first, again = (last_message(request) for request in fake_upstream.requests)
     assert first.endswith("Otherwise call the next tool you need.")
-    assert again.endswith("New York, which these results do not cover yet. Call the next tool you need.")
+    # the tool that looked Berlin up is named for New York, listed with it ("in Berlin and in New York")
+    assert again.endswith("New York, which these results do not cover yet. Call `get_local_time` for New York now.")
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -39,6 +39,10 @@ class Uncovered:
     names: tuple[str, ...] = ()  # its names and numbers (Tokyo, after Paris's weather)
     topics: tuple[str, ...] = ()  # its words naming a tool no call used (``unused_tool_topics``: pollen)
     topic_tools: tuple[str, ...] = ()  # those tools, each once, in the topics' order (get_pollen_count)
+    # a name of the question was looked up beside these (Oslo's sunrise, not Madrid's): an answer about them is made up
+    beside_looked_up: bool = False
+    # then the tools of the calls that looked the others up, each once (get_sunrise): the names' next lookup
+    name_tools: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.names or self.topics)
@@ -49,8 +53,13 @@ class Uncovered:
 
     def left_out_by(self, text: str) -> bool:
         """Whether the answer ``text`` leaves the rest out: it names none of the names, or a topic no result
-        speaks of stands (an answer about it is made up: "the pollen level is very high", from the UV index's)."""
-        return bool(self.topics) or (bool(self.names) and names_none_of(text, self.names))
+        speaks of stands (an answer about it is made up: "the pollen level is very high", from the UV index's), or
+        the loop looked up another of the question's names and not these: "The sun rises at 09:12 in Oslo and
+        Madrid." after Oslo's sunrise names Madrid with Oslo's time. (With nothing of the question looked up, a
+        name stands for the value a call took instead: "Apple's" share price, looked up as AAPL.)"""
+        if self.topics:
+            return True
+        return bool(self.names) and (self.beside_looked_up or names_none_of(text, self.names))
 
 
 NOTHING_UNCOVERED = Uncovered()
@@ -71,16 +80,57 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
     calls = list(_calls_with_results(since))
     told = list(_texts_told(since, calls, mentions))
     covered = Grounds(told)
-    looked_up = (mention for mention in mentions if not _QUANTITY.fullmatch(mention))
+    looked_up = [mention for mention in mentions if not _QUANTITY.fullmatch(mention)]
     names = [mention for mention in looked_up if not covered.has_text(mention)][:MAX_MENTIONS]
-    if not tools or len(names) >= MAX_MENTIONS:
-        return Uncovered(tuple(names))
-    if not calls:
-        return Uncovered(tuple(names))
-    used = _tools_spent(calls)
     question = content_text(messages[start].get("content"))
+    done = [mention for mention in looked_up if mention not in names and LETTER.search(mention)]
+    beside = _beside_looked_up(question, done, names)
+    listed = [name for name in done if any(_listed_with(question, name, other) for other in names)]
+    name_tools = _tools_that_looked_up(calls, listed, done) if beside else ()
+    if not tools or len(names) >= MAX_MENTIONS or not calls:
+        return Uncovered(tuple(names), beside_looked_up=beside, name_tools=name_tools)
+    used = _tools_spent(calls)
     topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
-    return Uncovered(tuple(names), tuple(word for word, _ in topics), tuple(dict.fromkeys(tool for _, tool in topics)))
+    return Uncovered(
+        tuple(names),
+        tuple(word for word, _ in topics),
+        tuple(dict.fromkeys(tool for _, tool in topics)),
+        beside,
+        name_tools,
+    )
+
+
+_JOINED = r"\W+(?:and|or|&)\W+(?:(?:in|at|the|of|for|from|to)\W+){0,2}"
+
+
+def _listed_with(question: str, one: str, other: str) -> bool:
+    """Whether the question lists ``one`` and ``other`` as things of a kind ("in Oslo and in Madrid", "Mont Blanc and
+    the Matterhorn", "Canada or China"): the tool that looked up one is the other's too. "in Oslo right now, in
+    Fahrenheit" is no such list: a unit, not a second city."""
+    a, b = re.escape(one), re.escape(other)
+    return re.search(rf"\b{a}{_JOINED}{b}\b|\b{b}{_JOINED}{a}\b", question, re.IGNORECASE) is not None
+
+
+def _tools_that_looked_up(calls: Sequence[CallResult], listed: Sequence[str], done: Sequence[str]) -> tuple[str, ...]:
+    """The tools of the ``calls`` whose arguments name one of the ``listed`` names, or that failed for one of the
+    names ``done`` (``get_bus_times(stop="Harbour")``: unknown, the question still asking about Central Station: the
+    same tool for the other name), each once, in call order."""
+    looked_up: list[str] = []
+    for tool, arguments, result in calls:
+        told = Grounds([arguments])
+        failed = result is not None and tool_failure(result) is not None
+        if any(told.has_text(name) for name in (done if failed else listed)):
+            looked_up.append(tool)
+    return tuple(dict.fromkeys(looked_up))
+
+
+def _beside_looked_up(question: str, covered: Sequence[str], names: Sequence[str]) -> bool:
+    """Whether the loop looked up one of the question's names (``covered``) and left others out, none of which only
+    qualifies a looked-up one ("Paris, France": France is where Paris is, not a second thing to look up)."""
+    if not covered or not names:
+        return False
+    qualifiers = {name for name in names for done in covered if f"{done}, {name}" in question}
+    return any(name not in qualifiers for name in names)
 
 
 def answered_as_asked(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

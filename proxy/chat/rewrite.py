@@ -225,7 +225,7 @@ def build_plan(
     uncovered = NOTHING_UNCOVERED
     if folded and fold_next == FOLD_NEXT and rule.ground_arguments:
         uncovered = uncovered_in(turn.messages, offered)
-        note, call_next = _uncovered_note(uncovered.words), _call_for(uncovered.topic_tools)
+        note, call_next = _uncovered_note(uncovered.words), _call_for(uncovered)
         # asked again without the tool of a call it wrote (for what the results do not cover yet, when there
         # is such a thing): the model meant a call, and gets asked for one (told "answer it now, or call",
         # it made up the missing part's answer)
@@ -306,7 +306,10 @@ def build_plan(
         made_calls=lambda: frozenset(calls_in_order(turn.messages)) | frozenset(calls_in_order(told)),
         grounds=grounds,
         conversation=(lambda: grounds) if grounds is not None else lambda: Grounds.of_messages(turn.messages),
-        off_topic=grounded and relates_to_no_tool(offered, question),
+        # once the loop called a tool for the question, it needed one: a made-up call then is the wrong tool's, and
+        # the same request without that tool is asked ("How high are Mont Blanc and the Matterhorn?" shares no word
+        # with ``get_elevation``; after Mont Blanc's height, a made-up ``get_weather("Paris")`` was answered plainly)
+        off_topic=grounded and not loop_calls(turn.messages) and relates_to_no_tool(offered, question),
         unasked=_unasked(offered, question, turn.messages) if grounded else frozenset(),
         unasked_beside_only=not ends_with_results,
         narrowed=lambda names: build_plan(turn, rule, fmt, upstream_model, withheld | names, example_shown),
@@ -370,12 +373,19 @@ def _uncovered_note(mentions: Sequence[str]) -> str:
     return f"The question also asks about {', '.join(mentions)}, which these results do not cover yet. "
 
 
-def _call_for(topic_tools: Sequence[str]) -> str:
-    """The request for the next call, naming the tool of what the question still asks about when a word of a tool
-    named it: told only "Call the next tool you need." after a failed lookup of Tom's phone number, the question
-    still asking about his manager, the local model called ``get_employee`` 0 times in 6 (it wrote the failed call
-    again, or talked about calling); told "Call `get_employee` for it now.", 6 times in 6."""
-    return f"Call `{topic_tools[0]}` for it now." if topic_tools else FOLD_CALL
+def _call_for(uncovered: Uncovered) -> str:
+    """The request for the next call, naming the tool of what the question still asks about when there is one: told
+    only "Call the next tool you need." after a failed lookup of Tom's phone number, the question still asking about
+    his manager, the local model called ``get_employee`` 0 times in 6 (it wrote the failed call again, or talked about
+    calling); told "Call `get_employee` for it now.", 6 times in 6. For a name, the tool that looked up the names
+    listed with it, and the name: with Oslo's sunrise in and Madrid's still asked about, "Call the next tool you
+    need." brought ``get_bus_times(stop="Madrid")`` 7 times in 7, and "Call `get_sunrise` for it now." Oslo's call
+    again 5 times in 7."""
+    if uncovered.topic_tools:
+        return f"Call `{uncovered.topic_tools[0]}` for it now."
+    if uncovered.name_tools:
+        return f"Call `{uncovered.name_tools[0]}` for {uncovered.names[0]} now."
+    return FOLD_CALL
 
 
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:
