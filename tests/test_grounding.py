@@ -399,6 +399,18 @@ def test_names_in_calls_of_different_tools_are_not_asked_apart() -> None:
     assert asked_apart(messages) == ["Oslo", "Fahrenheit"]
 
 
+def test_a_failed_call_found_nothing_to_tell_apart() -> None:
+    """``get_bus_times(stop="Harbour")`` unknown, then Central Station's departures: one thing found (eleventh set)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "When does the next bus to the Harbour leave from Central Station?"}
+    ]
+    messages += exchange({"stop": "Harbour"}, '{"error": "ValueError: unknown: Harbour"}', "c1")
+    messages += exchange({"stop": "Central Station"}, '{"next_departures": ["14:20 line 3 to Harbour"]}', "c2")
+    assert asked_apart(messages) == []
+    messages[2]["content"] = '{"next_departures": ["13:50 line 9 to Central Station"]}'  # both found: apart
+    assert asked_apart(messages) == ["Harbour", "Central Station"]
+
+
 @pytest.mark.parametrize(
     ("question", "calls", "apart"),
     [

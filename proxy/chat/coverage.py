@@ -116,11 +116,10 @@ def _tools_that_looked_up(calls: Sequence[CallResult], listed: Sequence[str], do
     names ``done`` (``get_bus_times(stop="Harbour")``: unknown, the question still asking about Central Station: the
     same tool for the other name), each once, in call order."""
     looked_up: list[str] = []
-    for tool, arguments, result in calls:
-        told = Grounds([arguments])
-        failed = result is not None and tool_failure(result) is not None
-        if any(told.has_text(name) for name in (done if failed else listed)):
-            looked_up.append(tool)
+    for call in calls:
+        told = Grounds([call[1]])
+        if any(told.has_text(name) for name in (done if _failed(call) else listed)):
+            looked_up.append(call[0])
     return tuple(dict.fromkeys(looked_up))
 
 
@@ -206,7 +205,8 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The names of the latest user message that calls of one tool since it asked about apart (the weather in
     Paris, then in Tokyo; a value as its result answered it), when there are two or more and no one call names them
     all: the answer has to tell what was found for each. Calls of different tools are no such pair: the weather in
-    Oslo and its conversion to Fahrenheit answer one thing.
+    Oslo and its conversion to Fahrenheit answer one thing; nor is a call that failed (``get_bus_times(stop="Harbour")``
+    unknown, then Central Station's departures: one thing found, not one for each).
 
     Measured with Qwen2.5-Coder-0.5B on the answer step of seven two-lookup tasks (12 samples each): asked for an
     answer "naming what they found", it held both values 32 times in 84 ("The Louvre and the Prado are open
@@ -216,13 +216,20 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     if len(names) < 2:
         return []
     by_tool: dict[str, list[Grounds]] = {}
-    for tool, text in _calls_told(list(_calls_with_results(messages[start + 1 :])), names):
+    found = [call for call in _calls_with_results(messages[start + 1 :]) if not _failed(call)]
+    for tool, text in _calls_told(found, names):
         by_tool.setdefault(tool, []).append(Grounds([text]))
     for calls in by_tool.values():
         asked = [name for name in names if any(call.has_text(name) for call in calls)]
         if len(asked) >= 2 and not any(all(call.has_text(name) for name in asked) for call in calls):
             return asked[:MAX_MENTIONS]
     return []
+
+
+def _failed(call: CallResult) -> bool:
+    """A call whose result says it failed: it found nothing for what it named."""
+    result = call[2]
+    return result is not None and tool_failure(result) is not None
 
 
 def _texts_told(
@@ -248,8 +255,9 @@ def _tools_spent(calls: Sequence[CallResult]) -> set[str]:
     naming his manager), not before (told about it again, a small model wrote the same failing call)."""
     answered: set[str] = set()
     failed: set[str] = set()
-    for tool, _, result in calls:
-        if result is not None and tool_failure(result) is not None:
+    for call in calls:
+        tool = call[0]
+        if _failed(call):
             failed.add(tool)
             continue
         answered.add(tool)
