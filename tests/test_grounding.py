@@ -849,8 +849,8 @@ async def test_an_answer_to_things_looked_up_apart_names_what_was_found_for_each
     assert result["choices"][0]["message"]["content"] == "The Louvre closes at 18:00 and the Prado at 20:00."
     told = fake_upstream.requests[0]["messages"][-1]["content"]
     assert told.endswith(
-        "If these results answer the question, answer it now in full sentences, with the values they found for each "
-        "of Louvre and Prado. Otherwise call the next tool you need."
+        "If these results answer the question, answer it now, naming what they found for each of Louvre and "
+        "Prado. Otherwise call the next tool you need."
     )
 
 
