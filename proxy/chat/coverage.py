@@ -14,14 +14,26 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..formats import ToolSpec
 from ..formats.history import content_text, tool_failure
 from .grounding import LETTER, WORD, Grounds, leaves, message_functions
 from .toolrank import unused_tool_topics
 
-CallResult = tuple[str, str, str | None]  # a call's tool, its arguments' text and its result's text (None: none paired)
+
+class CallResult(NamedTuple):
+    """A call of the loop: its tool, its arguments' text, and its result's text (``None``: none paired with it)."""
+
+    tool: str
+    arguments: str
+    result: str | None
+
+    @property
+    def failed(self) -> bool:
+        """Its result says it failed: it found nothing for what it named."""
+        return self.result is not None and tool_failure(self.result) is not None
+
 
 # a name the question mentions: Capitalised words in a row (not opening a sentence), or a token with a digit
 _MENTION = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b[\w-]*\d[\w.:-]*")
@@ -85,8 +97,7 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
     question = content_text(messages[start].get("content"))
     done = [mention for mention in looked_up if mention not in names and LETTER.search(mention)]
     beside = _beside_looked_up(question, done, names)
-    listed = [name for name in done if any(_listed_with(question, name, other) for other in names)]
-    name_tools = _tools_that_looked_up(calls, listed, done) if beside else ()
+    name_tools = _tools_that_looked_up(calls, question, done, names) if beside else ()
     if not tools or len(names) >= MAX_MENTIONS or not calls:
         return Uncovered(tuple(names), beside_looked_up=beside, name_tools=name_tools)
     used = _tools_spent(calls)
@@ -111,15 +122,19 @@ def _listed_with(question: str, one: str, other: str) -> bool:
     return re.search(rf"\b{a}{_JOINED}{b}\b|\b{b}{_JOINED}{a}\b", question, re.IGNORECASE) is not None
 
 
-def _tools_that_looked_up(calls: Sequence[CallResult], listed: Sequence[str], done: Sequence[str]) -> tuple[str, ...]:
-    """The tools of the ``calls`` whose arguments name one of the ``listed`` names, or that failed for one of the
-    names ``done`` (``get_bus_times(stop="Harbour")``: unknown, the question still asking about Central Station: the
-    same tool for the other name), each once, in call order."""
+def _tools_that_looked_up(
+    calls: Sequence[CallResult], question: str, done: Sequence[str], names: Sequence[str]
+) -> tuple[str, ...]:
+    """The tools of the ``calls`` whose arguments name one of the names ``done`` that the question lists with one of
+    the uncovered ``names`` (``_listed_with``), or that failed for any name done (``get_bus_times(stop="Harbour")``:
+    unknown, the question still asking about Central Station: the same tool for the other name), each once, in call
+    order."""
+    listed = [name for name in done if any(_listed_with(question, name, other) for other in names)]
     looked_up: list[str] = []
     for call in calls:
-        told = Grounds([call[1]])
-        if any(told.has_text(name) for name in (done if _failed(call) else listed)):
-            looked_up.append(call[0])
+        told = Grounds([call.arguments])
+        if any(told.has_text(name) for name in (done if call.failed else listed)):
+            looked_up.append(call.tool)
     return tuple(dict.fromkeys(looked_up))
 
 
@@ -216,7 +231,7 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     if len(names) < 2:
         return []
     by_tool: dict[str, list[Grounds]] = {}
-    found = [call for call in _calls_with_results(messages[start + 1 :]) if not _failed(call)]
+    found = [call for call in _calls_with_results(messages[start + 1 :]) if not call.failed]
     for tool, text in _calls_told(found, names):
         by_tool.setdefault(tool, []).append(Grounds([text]))
     for calls in by_tool.values():
@@ -224,12 +239,6 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if len(asked) >= 2 and not any(all(call.has_text(name) for name in asked) for call in calls):
             return asked[:MAX_MENTIONS]
     return []
-
-
-def _failed(call: CallResult) -> bool:
-    """A call whose result says it failed: it found nothing for what it named."""
-    result = call[2]
-    return result is not None and tool_failure(result) is not None
 
 
 def _texts_told(
@@ -256,11 +265,10 @@ def _tools_spent(calls: Sequence[CallResult]) -> set[str]:
     answered: set[str] = set()
     failed: set[str] = set()
     for call in calls:
-        tool = call[0]
-        if _failed(call):
-            failed.add(tool)
+        if call.failed:
+            failed.add(call.tool)
             continue
-        answered.add(tool)
+        answered.add(call.tool)
         failed.clear()
     return answered | failed
 
@@ -275,13 +283,13 @@ def _calls_with_results(messages: Sequence[Mapping[str, Any]]) -> Iterable[CallR
             if message.get("role") == "assistant" and call_id:
                 waiting[call_id] = told
             else:
-                yield *told, None
+                yield CallResult(*told, None)
         if message.get("role") in ("tool", "function"):
             answered = str(message.get("tool_call_id") or "")
             if answered in waiting:
                 tool, arguments = waiting.pop(answered)
-                yield tool, arguments, content_text(message.get("content"))
-    yield from ((tool, arguments, None) for tool, arguments in waiting.values())  # no result (yet), or no id
+                yield CallResult(tool, arguments, content_text(message.get("content")))
+    yield from (CallResult(tool, arguments, None) for tool, arguments in waiting.values())  # no result (yet), or no id
 
 
 def _as_answered(arguments: str, result: str, mentions: Sequence[str]) -> str:
