@@ -75,6 +75,7 @@ from bench.loop_tasks import (  # noqa: E402
     TASKS_BY_NAME,
     TENTH,
     TOOLS,
+    TWELFTH,
     UNSEEN,
     Call,
     Task,
@@ -654,7 +655,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default=",".join(t.name for t in TASKS),
-        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... eleventh); default: main 9",
+        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... twelfth); default: main 9",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
@@ -690,6 +691,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks.replace("ninth", ",".join(t.name for t in NINTH))
     args.tasks = args.tasks.replace("tenth", ",".join(t.name for t in TENTH))
     args.tasks = args.tasks.replace("eleventh", ",".join(t.name for t in ELEVENTH))
+    args.tasks = args.tasks.replace("twelfth", ",".join(t.name for t in TWELFTH))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

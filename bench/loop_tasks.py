@@ -856,6 +856,98 @@ def get_fuel_price(args: Args) -> dict[str, Any]:
     return {"city": city.title(), "fuel": fuel, "price_per_litre": FUEL[city][fuel], "currency": "EUR"}
 
 
+DOMAINS = {"brightpaws.com": {"available": False, "registered_on": "2024-05-02"}}
+
+
+def check_domain(args: Args) -> dict[str, Any]:
+    domain = _text(args, "domain", "name").casefold().removeprefix("www.")
+    return {"domain": domain, **DOMAINS.get(domain, {"available": True})}
+
+
+STUDENTS = {"mia": "S-88"}
+GRADES = {"s-88": {"maths": 38, "english": 71, "pass_mark": 50}}
+
+
+def find_student(args: Args) -> dict[str, Any]:
+    student = _find(STUDENTS, _text(args, "name", "student"))
+    return {"name": student.title(), "student_id": STUDENTS[student]}
+
+
+def get_grades(args: Args) -> dict[str, Any]:
+    student = _find(GRADES, _text(args, "student_id", "id"))
+    return {
+        "student_id": student.upper(),
+        "grades": {k: v for k, v in GRADES[student].items() if k != "pass_mark"},
+        "pass_mark": GRADES[student]["pass_mark"],
+    }
+
+
+UTC_OFFSETS = {"london": 0, "chicago": -6, "tokyo": 9}
+
+
+def convert_time_zone(args: Args) -> dict[str, Any]:
+    clock = _text(args, "time", "local_time")
+    source = _find(UTC_OFFSETS, _text(args, "from_city", "from", "source_city"))
+    target = _find(UTC_OFFSETS, _text(args, "to_city", "to", "target_city"))
+    match = re.fullmatch(r"\s*(\d{1,2})(?::(\d{2}))?\s*", clock)
+    if match is None:
+        raise ValueError(f"not a time (HH:MM): {clock!r}")
+    minutes = int(match.group(1)) * 60 + int(match.group(2) or 0) + (UTC_OFFSETS[target] - UTC_OFFSETS[source]) * 60
+    minutes %= 24 * 60
+    return {"from": source.title(), "to": target.title(), "time": f"{minutes // 60:02d}:{minutes % 60:02d}"}
+
+
+TIDES = {"brighton": {"high_tide": ["05:42", "18:03"], "low_tide": ["11:55"]}}
+
+
+def get_tide_times(args: Args) -> dict[str, Any]:
+    place = _find(TIDES, _text(args, "place", "location", "city"))
+    return {"place": place.title(), "date": "today", **TIDES[place]}
+
+
+def order_pizza(args: Args) -> dict[str, Any]:
+    size, toppings = _text(args, "size"), args.get("toppings", [])
+    if not isinstance(toppings, list):
+        raise ValueError("toppings must be a list")
+    return {"order_id": "PZ-301", "size": size, "toppings": toppings, "eta_minutes": 35}
+
+
+def set_light(args: Args) -> dict[str, Any]:
+    room, level = _text(args, "room"), int(_number(args, "brightness", "level"))
+    if not 0 <= level <= 100:
+        raise ValueError(f"brightness out of range: {level}")
+    return {"room": room, "brightness": level, "ok": True}
+
+
+INVOICES = {"inv-7": {"invoice_id": "INV-7", "amount": 84.5, "currency": "EUR", "status": "unpaid"}}
+
+
+def get_invoice(args: Args) -> dict[str, Any]:
+    return dict(INVOICES[_find(INVOICES, _text(args, "invoice_id", "id"))])
+
+
+def pay_invoice(args: Args) -> dict[str, Any]:
+    invoice = INVOICES[_find(INVOICES, _text(args, "invoice_id", "id"))]
+    return {"invoice_id": invoice["invoice_id"], "paid": True, "amount": invoice["amount"], "confirmation": "PAY-5531"}
+
+
+MATCHES = {
+    "benfica": {"home_team": "Benfica", "away_team": "Porto", "home_goals": 1, "away_goals": 2, "date": "2026-11-28"}
+}
+
+
+def get_last_match(args: Args) -> dict[str, Any]:
+    return dict(MATCHES[_find(MATCHES, _text(args, "team", "name"))])
+
+
+RECIPES_BY_INGREDIENT = {"lentil": ["lentil soup", "dal tadka", "warm lentil salad"]}
+
+
+def search_recipes(args: Args) -> dict[str, Any]:
+    ingredient = _find(RECIPES_BY_INGREDIENT, _text(args, "ingredient", "query"))
+    return {"ingredient": ingredient, "recipes": RECIPES_BY_INGREDIENT[ingredient]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -1399,6 +1491,73 @@ TOOLS: dict[str, Tool] = {
             _obj({"city": STR, "fuel": {"type": "string", "enum": ["diesel", "petrol"]}}, ["city", "fuel"]),
             get_fuel_price,
         ),
+        Tool(
+            "check_domain",
+            "Whether an internet domain name is available to register.",
+            _obj({"domain": STR}, ["domain"]),
+            check_domain,
+        ),
+        Tool("find_student", "Find a student's id by their first name.", _obj({"name": STR}, ["name"]), find_student),
+        Tool(
+            "get_grades",
+            "A student's latest exam grades (0-100) and the pass mark, by student id.",
+            _obj({"student_id": STR}, ["student_id"]),
+            get_grades,
+        ),
+        Tool(
+            "convert_time_zone",
+            "Convert a clock time in one city to the time in another city.",
+            _obj(
+                {"time": {"type": "string", "description": "HH:MM, 24-hour"}, "from_city": STR, "to_city": STR},
+                ["time", "from_city", "to_city"],
+            ),
+            convert_time_zone,
+        ),
+        Tool(
+            "get_tide_times",
+            "Today's high and low tide times at a coastal place.",
+            _obj({"place": STR}, ["place"]),
+            get_tide_times,
+        ),
+        Tool(
+            "order_pizza",
+            "Order a pizza for delivery.",
+            _obj(
+                {
+                    "size": {"type": "string", "enum": ["small", "medium", "large"]},
+                    "toppings": {"type": "array", "items": STR},
+                },
+                ["size", "toppings"],
+            ),
+            order_pizza,
+        ),
+        Tool(
+            "set_light",
+            "Set the brightness of the lights in a room of the user's home.",
+            _obj(
+                {"room": STR, "brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, ["room", "brightness"]
+            ),
+            set_light,
+        ),
+        Tool(
+            "get_invoice",
+            "An invoice's amount and status, by invoice id.",
+            _obj({"invoice_id": STR}, ["invoice_id"]),
+            get_invoice,
+        ),
+        Tool("pay_invoice", "Pay an invoice, by invoice id.", _obj({"invoice_id": STR}, ["invoice_id"]), pay_invoice),
+        Tool(
+            "get_last_match",
+            "The result of a football team's last match.",
+            _obj({"team": STR}, ["team"]),
+            get_last_match,
+        ),
+        Tool(
+            "search_recipes",
+            "Find recipes that use an ingredient.",
+            _obj({"ingredient": STR}, ["ingredient"]),
+            search_recipes,
+        ),
     )
 }
 
@@ -1634,6 +1793,34 @@ def kettle_out_of_stock(answer: str, calls: Sequence[Call]) -> list[str]:
     if _OUT_OF_STOCK.search(answer) and not re.search(r"(?<!not )\bis (?:currently )?in stock\b", answer, re.I):
         return []
     return ["answer does not say the kettle is out of stock"]
+
+
+_NOT_FREE = re.compile(
+    r"\b(?:taken|registered|unavailable|not available|isn't available|is not free|already (?:owned|in use))\b", re.I
+)
+
+
+def domain_taken(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says the domain is taken (registered since 2024); not that it is available."""
+    if _NOT_FREE.search(answer) and not re.search(r"(?<!not )(?<!n't )\bis (?:still )?available\b", answer, re.I):
+        return []
+    return ["answer does not say the domain is taken"]
+
+
+def mia_failed(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says Mia did not pass maths (38 against a pass mark of 50)."""
+    failed = re.search(r"\b(?:did not|didn't|has not|hasn't|not) pass|\bfail(?:ed)?\b|\bno\b|below", answer, re.I)
+    if failed and not re.search(r"(?<!not )(?<!n't )\b(?:passed|did pass)\b", answer, re.I):
+        return []
+    return ["answer does not say Mia failed maths (38, pass mark 50)"]
+
+
+def benfica_lost(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says Benfica did not win (they lost 1-2 at home to Porto); not that they won."""
+    lost = re.search(r"\b(?:lost|lose|defeat(?:ed)?|beaten|beat)\b|did not win|didn't win|\bno\b", answer, re.I)
+    if lost and not re.search(r"benfica (?:won|win|beat)", answer, re.I):
+        return []
+    return ["answer does not say Benfica lost (1-2 to Porto)"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -2484,6 +2671,88 @@ ELEVENTH: tuple[Task, ...] = (
         summary="general knowledge: no tool",
     ),
 )
+# Written 2026-11-29 (session after stop 52) before any run on them (``--tasks twelfth``), with twelve new tools
+# and shapes the earlier sets lack: a yes/no read from a false flag, a chain whose answer compares two numbers of
+# the result, three string arguments with a time, a list of two times, an array argument, an integer with bounds,
+# an action that depends on a looked-up amount, a match result to read, a list of names, and a question no tool
+# answers.
+TWELFTH: tuple[Task, ...] = (
+    Task(
+        "domain_taken",
+        "Is the domain brightpaws.com still available?",
+        ("check_domain", "get_tide_times"),
+        (called("check_domain", "brightpaws.com"), domain_taken),
+        summary="a false flag read as a no (registered since 2024)",
+    ),
+    Task(
+        "mia_maths",
+        "Did Mia pass her maths exam?",
+        ("find_student", "get_grades"),
+        (called("find_student", "mia"), called("get_grades", "s-88"), mia_failed),
+        summary="find the student's id, then compare her grade with the pass mark (38 < 50: no)",
+    ),
+    Task(
+        "london_chicago",
+        "If it's 09:00 in London, what time is it in Chicago?",
+        ("convert_time_zone", "get_tide_times"),
+        (called("convert_time_zone", "london", "chicago"), says_word("03:00", "3:00", "3 am", "3am", "3 a.m")),
+        summary="three arguments from the question, one a time (03:00)",
+    ),
+    Task(
+        "brighton_tide",
+        "When is high tide in Brighton today?",
+        ("get_tide_times", "check_domain"),
+        (called("get_tide_times", "brighton"), says_word("05:42", "5:42"), says_word("18:03", "6:03")),
+        summary="a list of two times, both asked for (05:42 and 18:03; low tide 11:55 is not)",
+    ),
+    Task(
+        "pizza_order",
+        "Order a large pizza with mushrooms and olives.",
+        ("order_pizza", "get_tide_times"),
+        (
+            called("order_pizza", "large", "mushroom", "olive"),
+            says_word("order", "35", "on its way", "placed"),
+            not_negated,
+        ),
+        summary="an array argument and an enum (PZ-301, 35 minutes)",
+    ),
+    Task(
+        "dim_lights",
+        "Dim the living room lights to 30%.",
+        ("set_light", "order_pizza"),
+        (called("set_light", "living", "30"), says_number("30"), not_negated),
+        summary="an integer argument with bounds, from a percentage",
+    ),
+    Task(
+        "pay_invoice_if",
+        "Pay invoice INV-7 if it's under 100 euros.",
+        ("get_invoice", "pay_invoice"),
+        (called("get_invoice", "inv-7"), called("pay_invoice", "inv-7"), says_word("paid", "payment"), not_negated),
+        summary="an action that depends on a looked-up amount (84.50 EUR: pay it)",
+    ),
+    Task(
+        "benfica_result",
+        "Did Benfica win their last match?",
+        ("get_last_match", "get_grades"),
+        (called("get_last_match", "benfica"), benfica_lost),
+        summary="a match result to read (1-2 at home to Porto: no)",
+    ),
+    Task(
+        "lentil_recipes",
+        "What can I cook with lentils?",
+        ("search_recipes", "order_pizza"),
+        (called("search_recipes", "lentil"), says_word("dal"), says_word("soup")),
+        summary="a list of recipe names (lentil soup, dal tadka, warm lentil salad)",
+    ),
+    Task(
+        "romeo_author",
+        "Who wrote Romeo and Juliet?",
+        ("check_domain", "search_recipes"),
+        (no_calls, says_word("shakespeare")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
 TASKS_BY_NAME = {
     task.name: task
     for task in (
@@ -2499,5 +2768,6 @@ TASKS_BY_NAME = {
         *NINTH,
         *TENTH,
         *ELEVENTH,
+        *TWELFTH,
     )
 }

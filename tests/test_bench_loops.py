@@ -40,6 +40,7 @@ from bench.loop_tasks import (
     TASKS_BY_NAME,
     TENTH,
     TOOLS,
+    TWELFTH,
     UNSEEN,
     Call,
     Toolbox,
@@ -49,7 +50,21 @@ from tests.realmodel.recorder import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
 # every task of every set
-ALL_TASKS = (*TASKS, *HELD_OUT, *FRESH, *UNSEEN, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH, *ELEVENTH)
+ALL_TASKS = (
+    *TASKS,
+    *HELD_OUT,
+    *FRESH,
+    *UNSEEN,
+    *FOURTH,
+    *FIFTH,
+    *SIXTH,
+    *SEVENTH,
+    *EIGHTH,
+    *NINTH,
+    *TENTH,
+    *ELEVENTH,
+    *TWELFTH,
+)
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
 GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
@@ -303,6 +318,43 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "Diesel costs 1.689 EUR per litre in Hamburg today.",
     ),
     "largest_planet": ([], "Jupiter is the largest planet in our solar system."),
+    "domain_taken": (
+        [("check_domain", {"domain": "brightpaws.com"})],
+        "No, brightpaws.com is already registered (since 2024-05-02), so it is not available.",
+    ),
+    "mia_maths": (
+        [("find_student", {"name": "Mia"}), ("get_grades", {"student_id": "S-88"})],
+        "No, Mia did not pass her maths exam: she scored 38 and the pass mark is 50.",
+    ),
+    "london_chicago": (
+        [("convert_time_zone", {"time": "09:00", "from_city": "London", "to_city": "Chicago"})],
+        "When it is 09:00 in London, it is 03:00 in Chicago.",
+    ),
+    "brighton_tide": (
+        [("get_tide_times", {"place": "Brighton"})],
+        "High tide in Brighton is at 05:42 and at 18:03 today.",
+    ),
+    "pizza_order": (
+        [("order_pizza", {"size": "large", "toppings": ["mushrooms", "olives"]})],
+        "Your large pizza with mushrooms and olives is ordered (PZ-301) and arrives in about 35 minutes.",
+    ),
+    "dim_lights": (
+        [("set_light", {"room": "living room", "brightness": 30})],
+        "The living room lights are now at 30%.",
+    ),
+    "pay_invoice_if": (
+        [("get_invoice", {"invoice_id": "INV-7"}), ("pay_invoice", {"invoice_id": "INV-7"})],
+        "Invoice INV-7 was 84.50 EUR, under 100 euros, so I paid it (confirmation PAY-5531).",
+    ),
+    "benfica_result": (
+        [("get_last_match", {"team": "Benfica"})],
+        "No, Benfica lost their last match 1-2 at home to Porto.",
+    ),
+    "lentil_recipes": (
+        [("search_recipes", {"ingredient": "lentils"})],
+        "With lentils you could cook lentil soup, dal tadka or a warm lentil salad.",
+    ),
+    "romeo_author": ([], "William Shakespeare wrote Romeo and Juliet."),
 }
 ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
 
