@@ -352,17 +352,26 @@ async def llamaindex_loop(ctx: LoopContext) -> LoopEnd:
     return LoopEnd(answer=_text_of(getattr(response, "content", None) if response is not None else str(result)))
 
 
+_SCALARS: dict[str, Any] = {"string": str, "number": float, "integer": int, "boolean": bool}
+
+
+def _python_type(schema: dict[str, Any]) -> Any:
+    """The Python type of a parameter's JSON Schema (an array of strings as ``list[str]``, not ``str``)."""
+    if "enum" in schema:
+        return Literal[tuple(schema["enum"])]
+    if schema.get("type") == "array":
+        return list[_python_type(schema.get("items", {}))]  # type: ignore[misc]
+    return _SCALARS.get(schema.get("type", "string"), str)
+
+
 def _pydantic_model(tool: Tool) -> Any:
     """A pydantic model with the tool's parameters (LlamaIndex describes a tool by one)."""
     from pydantic import Field, create_model
 
-    types = {"string": str, "number": float, "integer": int, "boolean": bool}
     required = set(tool.parameters.get("required", ()))
     fields: dict[str, Any] = {}
     for name, schema in tool.parameters["properties"].items():
-        kind: Any = types.get(schema.get("type", "string"), str)
-        if "enum" in schema:
-            kind = Literal[tuple(schema["enum"])]
+        kind = _python_type(schema)
         description = schema.get("description")
         if name in required:
             fields[name] = (kind, Field(..., description=description))

@@ -630,6 +630,8 @@ def test_llamaindex_gets_the_tool_schema_as_a_model() -> None:
     schema = _pydantic_model(TOOLS["convert_length"]).model_json_schema()
     assert schema["required"] == ["value", "from_unit", "to_unit"]
     assert schema["properties"]["from_unit"]["enum"] == ["miles", "kilometers"]
+    toppings = _pydantic_model(TOOLS["order_pizza"]).model_json_schema()["properties"]["toppings"]
+    assert toppings["type"] == "array" and toppings["items"] == {"type": "string"}
 
 
 def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) -> None:
