@@ -73,6 +73,7 @@ class Counts:
     chunks: int = 0
     modules: set[str] = field(default_factory=set)
     pairs: Counter[tuple[str, str]] = field(default_factory=Counter)  # (from, to) of every transition
+    reentered: Counter[str] = field(default_factory=Counter)  # re-entries per module
 
     def on_event(self, frame: FrameType, event: str) -> None:
         if event == "call":
@@ -92,6 +93,7 @@ class Counts:
             self._transition(caller, module)
         if module in self.modules:
             self.reentries += 1
+            self.reentered[module] += 1
         self.modules.add(module)
 
     def _on_return(self, frame: FrameType) -> None:
@@ -109,7 +111,8 @@ class Counts:
     def row(self) -> dict[str, Any]:
         short = len(PACKAGE) + 1
         pairs = [f"{a[short:]} -> {b[short:]}: {n}" for (a, b), n in self.pairs.most_common()]
-        return {**asdict(self), "modules": len(self.modules), "pairs": pairs}
+        reentered = [f"{module[short:]}: {n}" for module, n in self.reentered.most_common()]
+        return {**asdict(self), "modules": len(self.modules), "pairs": pairs, "reentered": reentered}
 
 
 class Tracing:
@@ -324,7 +327,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", type=Path, action="append", default=[], help="a checkout with DIR/.shim/toolshim")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--pairs", type=int, default=0, help="also list each kind's N most frequent transitions")
+    parser.add_argument("--pairs", type=int, default=0, help="also list each kind's N most frequent transitions and most re-entered modules")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # mock_upstream
@@ -340,12 +343,16 @@ def main() -> None:
 
 
 def print_pairs(results: dict[str, dict[str, dict[str, Any]]], top: int) -> None:
-    """Where the transitions are: the most frequent (from, to) module pairs of every kind."""
+    """Where the transitions are: the most frequent (from, to) module pairs of every kind, and the modules
+    re-entered most."""
     for label, rows in results.items() if top else ():
         for kind in KINDS:
             print(f"\n{kind} ({label}): the {top} most frequent transitions")
             for pair in rows[kind]["pairs"][:top]:
                 print(f"  {pair}")
+            print(f"{kind} ({label}): the {top} modules re-entered most")
+            for module in rows[kind]["reentered"][:top]:
+                print(f"  {module}")
 
 
 if __name__ == "__main__":
