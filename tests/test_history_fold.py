@@ -10,7 +10,9 @@ import json
 from typing import Any
 
 import pytest
+from toolshim.chat.coverage import uncovered_in
 from toolshim.chat.plaincalls import quotes_result_whole
+from toolshim.formats import ToolSpec
 from toolshim.formats.history import (
     FOLD_ANSWER,
     FOLD_FAILED,
@@ -742,3 +744,68 @@ async def test_once_the_unused_tool_has_answered_the_answer_stands(start_proxy, 
     [only] = fake_upstream.requests
     assert only["messages"][-1]["content"].endswith(FOLD_NEXT)
     assert "also asks about" not in only["messages"][-1]["content"]
+
+
+DIRECTORY_TOOLS = [
+    _tool("get_employee", "An employee's record in the company directory: team and manager.", "name"),
+    _tool("get_phone_number", "A person's work phone number.", "person"),
+]
+
+
+def manager_loop() -> list[dict[str, Any]]:
+    """The tenth loop set's chain started at the wrong end: Tom's own number unknown, then Tom's record."""
+
+    def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        function = {"name": name, "arguments": arguments}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        }
+
+    return [
+        {"role": "user", "content": "What is the phone number of Tom's manager?"},
+        call("c1", "get_phone_number", '{"person": "Tom"}'),
+        {"role": "tool", "tool_call_id": "c1", "content": '{"error": "ValueError: unknown: \'Tom\'"}'},
+        call("c2", "get_employee", '{"name": "Tom"}'),
+        {"role": "tool", "tool_call_id": "c2", "content": '{"name": "Tom Becker", "manager": "Dana Lee"}'},
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_failed_call_written_again_after_a_new_result_is_asked_for_with_that_result(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Tom's number failed, Tom's record named his manager, and the model wrote Tom's call again (10 times in 10):
+    it never reaches the client; the model is told the call failed for "Tom" and asked for it with the ``person``
+    that ``get_employee`` found, and the client gets that call."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
+    again = call_text("hermes", "get_phone_number", {"person": "Tom"})
+    dana = call_text("hermes", "get_phone_number", {"person": "Dana Lee"})
+    fake_upstream.script(Reply(pieces=text_stream(pieces(again))), Reply(pieces=text_stream(pieces(dana))))
+    result = await ask(proxy, stream, messages=manager_loop(), tools=DIRECTORY_TOOLS)
+    [made] = result["choices"][0]["message"]["tool_calls"]
+    assert json.loads(made["function"]["arguments"]) == {"person": "Dana Lee"}
+    first, second = fake_upstream.requests
+    assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
+    assert second["messages"][-1]["content"].endswith(
+        '`get_phone_number` failed for "Tom". '
+        "Call `get_phone_number` again with the `person` that `get_employee` found."
+    )
+
+
+def test_a_retry_is_named_only_after_a_result_of_another_tool() -> None:
+    """The failed call's tool, values and parameters, and the tool whose result came after it; none when nothing
+    came after the failure, or only another failure."""
+    specs = [
+        ToolSpec(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
+        for t in DIRECTORY_TOOLS
+    ]
+    retry = uncovered_in(manager_loop(), specs).retry
+    assert retry is not None and retry[:4] == ("get_phone_number", ("Tom",), ("person",), "get_employee")
+    assert uncovered_in(manager_loop()[:3], specs).retry is None
+    failed_too = [
+        *manager_loop()[:4],
+        {"role": "tool", "tool_call_id": "c2", "content": '{"error": "no such employee"}'},
+    ]
+    assert uncovered_in(failed_too, specs).retry is None

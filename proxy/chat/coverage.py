@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from ..formats import ToolSpec
 from ..formats.history import content_text, tool_failure
 from .grounding import LETTER, WORD, Grounds, leaves, message_functions
+from .repeats import call_key
 from .toolrank import unused_tool_topics
 
 
@@ -44,6 +45,17 @@ _QUANTITY = re.compile(r"\d{1,3}(?:\.\d+)?")
 _FIRST_PERSON = re.compile(r"I(?:['\u2019](?:m|ve|d|ll))?")  # "I", "I'm": capitalised, and no name
 
 
+class Retry(NamedTuple):
+    """A tool whose last call failed, with a result of another tool after it: that result may hold the value the
+    failed call lacked (Tom's phone number unknown, then Tom's record naming his manager)."""
+
+    tool: str
+    values: tuple[str, ...]  # the failed call's string values ("Tom")
+    parameters: tuple[str, ...]  # the parameters that held them (``person``)
+    source: str  # the tool whose result came after the failure (``get_employee``)
+    key: str  # the failed call (``repeats.call_key``): written again, it is asked for with this request instead
+
+
 @dataclass(frozen=True, slots=True)
 class Uncovered:
     """What the latest question asks about that no call or result since it has covered yet."""
@@ -55,6 +67,8 @@ class Uncovered:
     beside_looked_up: bool = False
     # then the tools of the calls that looked the others up, each once (get_sunrise): the names' next lookup
     name_tools: tuple[str, ...] = ()
+    # the first topic tool's last call failed and another tool's result came after it: what to call it with
+    retry: Retry | None = None
 
     def __bool__(self) -> bool:
         return bool(self.names or self.topics)
@@ -102,13 +116,41 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
         return Uncovered(tuple(names), beside_looked_up=beside, name_tools=name_tools)
     used = _tools_spent(calls)
     topics = unused_tool_topics(tools, question, used, " ".join(told), MAX_MENTIONS - len(names))
+    topic_tools = tuple(dict.fromkeys(tool for _, tool in topics))
     return Uncovered(
         tuple(names),
         tuple(word for word, _ in topics),
-        tuple(dict.fromkeys(tool for _, tool in topics)),
+        topic_tools,
         beside,
         name_tools,
+        _retry_after(calls, topic_tools[0]) if topic_tools else None,
     )
+
+
+def _retry_after(calls: Sequence[CallResult], tool: str) -> Retry | None:
+    """``tool``'s last call, when it failed for string values and a call of another tool gave a result after it.
+    Asked "Call `get_phone_number` for it now." after Tom's number was unknown and Tom's record named his manager,
+    the local model wrote Tom's call again 10 times in 10; told that it failed for "Tom" and to call it "with the
+    `person` that `get_employee` found", it called it for Dana Lee 9 times in 10."""
+    last = max((i for i, call in enumerate(calls) if call.tool == tool), default=-1)
+    if last < 0 or not calls[last].failed:
+        return None
+    later = [call.tool for call in calls[last + 1 :] if call.tool != tool and call.result and not call.failed]
+    failed = _string_arguments(calls[last].arguments)
+    if not later or not failed:
+        return None
+    return Retry(tool, tuple(failed.values()), tuple(failed), later[-1], call_key(tool, calls[last].arguments))
+
+
+def _string_arguments(arguments: str) -> dict[str, str]:
+    """The top-level arguments of a call's JSON text whose values are non-blank strings."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v.strip() for k, v in value.items() if isinstance(v, str) and v.strip()}
 
 
 _JOINED = r"\W+(?:and|or|&)\W+(?:(?:in|at|the|of|for|from|to)\W+){0,2}"

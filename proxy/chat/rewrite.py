@@ -34,7 +34,7 @@ from ..formats.history import (
     tool_failure,
 )
 from ..wire.errors import InvalidRequest
-from .coverage import NOTHING_UNCOVERED, Uncovered, answered_as_asked, asked_apart, uncovered_in
+from .coverage import NOTHING_UNCOVERED, Retry, Uncovered, answered_as_asked, asked_apart, uncovered_in
 from .example import WorkedExample, without_example
 from .grounding import Grounds
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
@@ -283,6 +283,9 @@ def build_plan(
     question = last_user_text(turn.messages) if grounded else ""
     grounds = Grounds.of_messages(turn.messages) if grounded else None
     repeats_answered = rule.answer_repeated_calls and choice.mode == "auto" and ends_with_results
+    # a failed call written again, a result since that may hold its value: asked for it with that value (call_body)
+    retry = uncovered.retry if note and call_body is not None else None
+    failed_again = frozenset({retry.key}) if retry is not None and repeats_answered else frozenset()
     return EmulationPlan(
         fmt,
         tuple(offered),
@@ -298,7 +301,7 @@ def build_plan(
         not turn.uses_tools,
         prompted_calls=prompted,
         injected=(instructions, *turn.injected, *wrappers),
-        answered=repeat_keys(loop_calls(turn.messages)) if repeats_answered else frozenset(),
+        answered=(repeat_keys(loop_calls(turn.messages)) if repeats_answered else frozenset()) | failed_again,
         latest_results=tuple(latest),
         answer_body=answer_body,
         wrapper_tags=tuple(dict.fromkeys(tag for text in wrappers for tag in _TAG.findall(text))),
@@ -381,11 +384,23 @@ def _call_for(uncovered: Uncovered) -> str:
     listed with it, and the name: with Oslo's sunrise in and Madrid's still asked about, "Call the next tool you
     need." brought ``get_bus_times(stop="Madrid")`` 7 times in 7, and "Call `get_sunrise` for it now." Oslo's call
     again 5 times in 7."""
+    if uncovered.retry is not None:
+        return _retry_request(uncovered.retry)
     if uncovered.topic_tools:
         return f"Call `{uncovered.topic_tools[0]}` for it now."
     if uncovered.name_tools:
         return f"Call `{uncovered.name_tools[0]}` for {uncovered.names[0]} now."
     return FOLD_CALL
+
+
+def _retry_request(retry: Retry) -> str:
+    """The request for a failed call's tool again, with the value a later result found (coverage.Retry)."""
+    values = " and ".join(f'"{value}"' for value in retry.values)
+    parameters = " and ".join(f"`{name}`" for name in retry.parameters)
+    return (
+        f"`{retry.tool}` failed for {values}. "
+        f"Call `{retry.tool}` again with the {parameters} that `{retry.source}` found."
+    )
 
 
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:
