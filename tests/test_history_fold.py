@@ -777,8 +777,8 @@ async def test_a_failed_call_written_again_after_a_new_result_is_asked_for_with_
     start_proxy, fake_upstream, stream: bool
 ) -> None:
     """Tom's number failed, Tom's record named his manager, and the model wrote Tom's call again (10 times in 10):
-    it never reaches the client; the model is told the call failed for "Tom" and asked for it with the ``person``
-    that ``get_employee`` found, and the client gets that call."""
+    it never reaches the client; the model is told the call failed for "Tom" and asked for it for the manager that
+    ``get_employee`` found (the question's word, a key of that result), and the client gets that call."""
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
     again = call_text("hermes", "get_phone_number", {"person": "Tom"})
     dana = call_text("hermes", "get_phone_number", {"person": "Dana Lee"})
@@ -789,8 +789,8 @@ async def test_a_failed_call_written_again_after_a_new_result_is_asked_for_with_
     first, second = fake_upstream.requests
     assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
     assert second["messages"][-1]["content"].endswith(
-        '`get_phone_number` failed for "Tom". '
-        "Call `get_phone_number` again with the `person` that `get_employee` found."
+        '`get_phone_number` failed for "Tom". Call `get_phone_number` again for the manager that `get_employee` found, '
+        '"Dana Lee".'
     )
 
 
@@ -803,9 +803,35 @@ def test_a_retry_is_named_only_after_a_result_of_another_tool() -> None:
     ]
     retry = uncovered_in(manager_loop(), specs).retry
     assert retry is not None and retry[:4] == ("get_phone_number", ("Tom",), ("person",), "get_employee")
+    assert retry.found == ("manager", "Dana Lee")
     assert uncovered_in(manager_loop()[:3], specs).retry is None
     failed_too = [
         *manager_loop()[:4],
         {"role": "tool", "tool_call_id": "c2", "content": '{"error": "no such employee"}'},
     ]
     assert uncovered_in(failed_too, specs).retry is None
+
+
+def test_a_retry_names_the_value_under_a_key_the_question_names() -> None:
+    """``account_id`` shares "account" with the question: its value is the one to retry with; "Carol Jensen" holds
+    the value that failed; with no key of the result in the question, no value is named (the parameter is)."""
+    specs = [ToolSpec(**{k: t["function"][k] for k in ("name", "description", "parameters")}) for t in ACCOUNT_TOOLS]
+
+    def loop(result: str) -> list[dict[str, Any]]:
+        failed = {
+            "id": "c0",
+            "type": "function",
+            "function": {"name": "get_balance", "arguments": '{"account_id": "Carol"}'},
+        }
+        return [
+            account_loop()[0],
+            {"role": "assistant", "content": None, "tool_calls": [failed]},
+            {"role": "tool", "tool_call_id": "c0", "content": '{"error": "unknown account: Carol"}'},
+            {**account_loop()[1]},
+            {"role": "tool", "tool_call_id": "c1", "content": result},
+        ]
+
+    retry = uncovered_in(loop('{"name": "Carol Jensen", "account_id": "AC-9031"}'), specs).retry
+    assert retry is not None and retry.found == ("account", "AC-9031")
+    retry = uncovered_in(loop('{"holder": "Carol Jensen", "iban": "PT50 0002"}'), specs).retry
+    assert retry is not None and retry.found is None and retry.parameters == ("account_id",)

@@ -54,6 +54,8 @@ class Retry(NamedTuple):
     parameters: tuple[str, ...]  # the parameters that held them (``person``)
     source: str  # the tool whose result came after the failure (``get_employee``)
     key: str  # the failed call (``repeats.call_key``): written again, it is asked for with this request instead
+    # a value of that result under a key the question names, and the key's word: ("manager", "Dana Lee")
+    found: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,23 +125,56 @@ def uncovered_in(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec
         topic_tools,
         beside,
         name_tools,
-        _retry_after(calls, topic_tools[0]) if topic_tools else None,
+        _retry_after(calls, topic_tools[0], question) if topic_tools else None,
     )
 
 
-def _retry_after(calls: Sequence[CallResult], tool: str) -> Retry | None:
+def _retry_after(calls: Sequence[CallResult], tool: str, question: str) -> Retry | None:
     """``tool``'s last call, when it failed for string values and a call of another tool gave a result after it.
     Asked "Call `get_phone_number` for it now." after Tom's number was unknown and Tom's record named his manager,
     the local model wrote Tom's call again 10 times in 10; told that it failed for "Tom" and to call it "with the
-    `person` that `get_employee` found", it called it for Dana Lee 9 times in 10."""
+    `person` that `get_employee` found", it called it for Dana Lee 9 times in 10 (in the loops, at the re-ask
+    temperature, 2 times in 7: "Tom Becker", the record's name, 3 times), so a value the result gives under a key
+    the question names ("manager") is named too (``_value_named``)."""
     last = max((i for i, call in enumerate(calls) if call.tool == tool), default=-1)
     if last < 0 or not calls[last].failed:
         return None
-    later = [call.tool for call in calls[last + 1 :] if call.tool != tool and call.result and not call.failed]
+    later = [call for call in calls[last + 1 :] if call.tool != tool and call.result and not call.failed]
     failed = _string_arguments(calls[last].arguments)
     if not later or not failed:
         return None
-    return Retry(tool, tuple(failed.values()), tuple(failed), later[-1], call_key(tool, calls[last].arguments))
+    found = _value_named(later[-1].result or "", question, failed.values())
+    key = call_key(tool, calls[last].arguments)
+    return Retry(tool, tuple(failed.values()), tuple(failed), later[-1].tool, key, found)
+
+
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def _value_named(result: str, question: str, failed: Iterable[str]) -> tuple[str, str] | None:
+    """The first string value of the JSON ``result`` whose key has a word the question has ("manager" in "Tom's
+    manager", ``account`` of ``account_id`` in "Carol's bank account"), with that word; none that holds a value the
+    failed call had ("Tom Becker" holds "Tom": the one the call failed for)."""
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    asked = {_stem(word) for word in WORD.findall(question.casefold()) if len(word) > 2}
+    spent = [text.casefold() for text in failed]
+    for key, item in value.items():
+        if not isinstance(item, str) or not item.strip() or any(text in item.casefold() for text in spent):
+            continue
+        words = [word for word in WORD.findall(_CAMEL.sub(" ", str(key)).casefold()) if _stem(word) in asked]
+        if words:
+            return words[0], item.strip()
+    return None
+
+
+def _stem(word: str) -> str:
+    """A word without a plural's ``s`` (``accounts`` and ``account`` match)."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _string_arguments(arguments: str) -> dict[str, str]:

@@ -394,13 +394,16 @@ def _call_for(uncovered: Uncovered) -> str:
 
 
 def _retry_request(retry: Retry) -> str:
-    """The request for a failed call's tool again, with the value a later result found (coverage.Retry)."""
+    """The request for a failed call's tool again, with the value a later result found (coverage.Retry): named when
+    the result gives it under a key the question names."""
     values = " and ".join(f'"{value}"' for value in retry.values)
-    parameters = " and ".join(f"`{name}`" for name in retry.parameters)
-    return (
-        f"`{retry.tool}` failed for {values}. "
-        f"Call `{retry.tool}` again with the {parameters} that `{retry.source}` found."
-    )
+    if retry.found is not None:
+        word, value = retry.found
+        again = f'again for the {word} that `{retry.source}` found, "{value}".'
+    else:
+        parameters = " and ".join(f"`{name}`" for name in retry.parameters)
+        again = f"again with the {parameters} that `{retry.source}` found."
+    return f"`{retry.tool}` failed for {values}. Call `{retry.tool}` {again}"
 
 
 def latest_results(messages: Sequence[Mapping[str, Any]]) -> list[str]:
