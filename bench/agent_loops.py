@@ -74,6 +74,7 @@ from bench.loop_tasks import (  # noqa: E402
     TASKS,
     TASKS_BY_NAME,
     TENTH,
+    THIRTEENTH,
     TOOLS,
     TWELFTH,
     UNSEEN,
@@ -655,7 +656,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default=",".join(t.name for t in TASKS),
-        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... twelfth); default: main 9",
+        help="comma-separated names, or a later set (held_out, fresh, unseen, fourth ... thirteenth); default: main 9",
     )
     parser.add_argument("--repeat", type=int, default=1, help="run everything this many times")
     parser.add_argument("--max-rounds", type=int, default=8, help="each framework's round cap (model requests)")
@@ -692,6 +693,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks.replace("tenth", ",".join(t.name for t in TENTH))
     args.tasks = args.tasks.replace("eleventh", ",".join(t.name for t in ELEVENTH))
     args.tasks = args.tasks.replace("twelfth", ",".join(t.name for t in TWELFTH))
+    args.tasks = args.tasks.replace("thirteenth", ",".join(t.name for t in THIRTEENTH))
     unknown = set(args.frameworks.split(",")) - set(FRAMEWORKS)
     unknown |= set(args.tasks.split(",")) - set(TASKS_BY_NAME)
     if unknown:

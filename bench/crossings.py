@@ -327,7 +327,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", type=Path, action="append", default=[], help="a checkout with DIR/.shim/toolshim")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--pairs", type=int, default=0, help="also list each kind's N most frequent transitions and most re-entered modules")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="also list each kind's N most frequent transitions and most re-entered modules",
+    )
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # mock_upstream

@@ -948,6 +948,90 @@ def search_recipes(args: Args) -> dict[str, Any]:
     return {"ingredient": ingredient, "recipes": RECIPES_BY_INGREDIENT[ingredient]}
 
 
+PULL_REQUESTS = {
+    482: {"number": 482, "title": "Cache parsed schemas", "state": "open", "merged": False, "approvals": 1}
+}
+
+
+def get_pull_request(args: Args) -> dict[str, Any]:
+    number = int(_number(args, "number", "pr_number", "id"))
+    if number not in PULL_REQUESTS:
+        raise ValueError(f"no pull request #{number}")
+    return dict(PULL_REQUESTS[number])
+
+
+GRAMS_PER_CUP = {"flour": 125, "sugar": 200}
+
+
+def convert_cooking(args: Args) -> dict[str, Any]:
+    amount = _number(args, "amount", "quantity")
+    ingredient = _find(GRAMS_PER_CUP, _text(args, "ingredient"))
+    if not _text(args, "from_unit").casefold().startswith("cup") or not _text(args, "to_unit").startswith("gram"):
+        raise ValueError("only cups to grams are known here")
+    return {"amount": amount, "ingredient": ingredient, "grams": _tidy(amount * GRAMS_PER_CUP[ingredient])}
+
+
+def get_device_batteries(args: Args) -> dict[str, Any]:
+    return {
+        "devices": [
+            {"device": "phone", "battery": 64},
+            {"device": "watch", "battery": 12},
+            {"device": "laptop", "battery": 88},
+        ]
+    }
+
+
+def set_device_power(args: Args) -> dict[str, Any]:
+    device, on = _text(args, "device", "name"), args.get("on")
+    if not isinstance(on, bool):
+        raise ValueError(f"'on' must be true or false, got {on!r}")
+    return {"device": device, "on": on, "ok": True}
+
+
+ATTENDEES = {"launch party": {"event": "Launch party", "attending": 47, "declined": 5}}
+
+
+def get_event_attendees(args: Args) -> dict[str, Any]:
+    return dict(ATTENDEES[_find(ATTENDEES, _text(args, "event", "event_name", "name"))])
+
+
+def create_contact(args: Args) -> dict[str, Any]:
+    contact = args.get("contact")
+    if not isinstance(contact, dict) or not contact.get("name") or not contact.get("phone"):
+        raise ValueError("contact must be an object with a name and a phone")
+    return {"saved": True, "contact_id": "CT-88", "name": contact["name"], "phone": contact["phone"]}
+
+
+def calculate_vat(args: Args) -> dict[str, Any]:
+    amount, rate = _number(args, "amount", "net_amount"), _number(args, "rate", "vat_rate", "percent")
+    rate = rate * 100 if rate < 1 else rate
+    return {"amount": _tidy(amount), "rate_percent": _tidy(rate), "vat": _tidy(amount * rate / 100)}
+
+
+HUMIDITY = {"paris": 64, "rome": 58}
+
+
+def get_humidity(args: Args) -> dict[str, Any]:
+    city = _text(args, "city").casefold()
+    if city not in HUMIDITY:
+        close = [known.title() for known in HUMIDITY if known[:4] == city[:4]]
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown city {_text(args, 'city')!r}{hint}")
+    return {"city": city.title(), "humidity_percent": HUMIDITY[city]}
+
+
+ROAD_FROM_BERLIN_KM = {"prague": 350, "vienna": 680}
+
+
+def distance_between(args: Args) -> dict[str, Any]:
+    a, b = _text(args, "from_city", "origin").casefold(), _text(args, "to_city", "destination").casefold()
+    other = b if "berlin" in a else a
+    if "berlin" not in a + b:
+        raise ValueError("only distances from Berlin are known here")
+    city = _find(ROAD_FROM_BERLIN_KM, other)
+    return {"from": "Berlin", "to": city.title(), "road_km": ROAD_FROM_BERLIN_KM[city]}
+
+
 def _obj(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -1558,6 +1642,63 @@ TOOLS: dict[str, Tool] = {
             _obj({"ingredient": STR}, ["ingredient"]),
             search_recipes,
         ),
+        Tool(
+            "get_pull_request",
+            "A pull request's state, whether it was merged, and its approvals, by number.",
+            _obj({"number": {"type": "integer"}}, ["number"]),
+            get_pull_request,
+        ),
+        Tool(
+            "convert_cooking",
+            "Convert a cooking measure of an ingredient between units.",
+            _obj(
+                {
+                    "amount": NUM,
+                    "from_unit": {"type": "string", "enum": ["cups", "tablespoons", "teaspoons"]},
+                    "to_unit": {"type": "string", "enum": ["grams", "millilitres"]},
+                    "ingredient": STR,
+                },
+                ["amount", "from_unit", "to_unit", "ingredient"],
+            ),
+            convert_cooking,
+        ),
+        Tool(
+            "get_device_batteries",
+            "The battery level of each of the user's devices.",
+            _obj({}, []),
+            get_device_batteries,
+        ),
+        Tool(
+            "set_device_power",
+            "Switch one of the user's smart-home devices on or off.",
+            _obj({"device": STR, "on": {"type": "boolean"}}, ["device", "on"]),
+            set_device_power,
+        ),
+        Tool(
+            "get_event_attendees",
+            "How many people are attending an event, and how many declined.",
+            _obj({"event": STR}, ["event"]),
+            get_event_attendees,
+        ),
+        Tool(
+            "create_contact",
+            "Save a new contact in the user's address book.",
+            _obj({"contact": _obj({"name": STR, "phone": STR}, ["name", "phone"])}, ["contact"]),
+            create_contact,
+        ),
+        Tool(
+            "calculate_vat",
+            "The VAT on an amount at a rate in percent.",
+            _obj({"amount": NUM, "rate": NUM}, ["amount", "rate"]),
+            calculate_vat,
+        ),
+        Tool("get_humidity", "The current relative humidity in a city.", _obj({"city": STR}, ["city"]), get_humidity),
+        Tool(
+            "distance_between",
+            "The road distance between two cities, in kilometres.",
+            _obj({"from_city": STR, "to_city": STR}, ["from_city", "to_city"]),
+            distance_between,
+        ),
     )
 }
 
@@ -1821,6 +1962,25 @@ def benfica_lost(answer: str, calls: Sequence[Call]) -> list[str]:
     if lost and not re.search(r"benfica (?:won|win|beat)", answer, re.I):
         return []
     return ["answer does not say Benfica lost (1-2 to Porto)"]
+
+
+def not_merged(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says #482 is not merged (still open, one approval); not that it was merged."""
+    if re.search(
+        r"\bnot (?:yet |been )?merged|n't (?:been )?merged|\bopen\b|\bno\b|unmerged", answer, re.I
+    ) and not re.search(r"(?<!not )(?<!n't )\b(?:has been|was|is) merged\b", answer, re.I):
+        return []
+    return ["answer does not say the pull request is not merged (open, 1 approval)"]
+
+
+def prague_is_closer(answer: str, calls: Sequence[Call]) -> list[str]:
+    """The answer says Prague is the closer (350 km against Vienna's 680)."""
+    closer = r"(?:closer|nearer|shorter|less far)"
+    if re.search(rf"prague\b[^.]*\b{closer}|\b{closer}\b[^.]*\bprague", answer, re.I) and not re.search(
+        rf"vienna\b[^.]*\bis\b[^.]*\b{closer}", answer, re.I
+    ):
+        return []
+    return ["answer does not say Prague is closer to Berlin"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -2753,6 +2913,83 @@ TWELFTH: tuple[Task, ...] = (
         summary="general knowledge: no tool",
     ),
 )
+# Written 2026-11-29 (session after stop 52) before any run on them (``--tasks thirteenth``), with nine new tools
+# and shapes no earlier set has: an integer id, four arguments with two enums, a tool without parameters whose list
+# is compared, a boolean argument, a count, an object argument, a rate in percent, a typo the tool's error corrects,
+# two calls compared, and a question no tool answers.
+THIRTEENTH: tuple[Task, ...] = (
+    Task(
+        "pr_merged",
+        "Is pull request #482 merged yet?",
+        ("get_pull_request", "get_device_batteries"),
+        (called("get_pull_request", "482"), not_merged),
+        summary="an integer id and a false flag (still open, 1 approval)",
+    ),
+    Task(
+        "flour_grams",
+        "How many grams are 3 cups of flour?",
+        ("convert_cooking", "calculate_vat"),
+        (called("convert_cooking", "flour", "cup", "gram"), says_number("375")),
+        summary="four arguments, two of them enums (375 g)",
+    ),
+    Task(
+        "lowest_battery",
+        "Which of my devices has the lowest battery?",
+        ("get_device_batteries", "set_device_power"),
+        (called("get_device_batteries"), says_word("watch")),
+        summary="a tool without parameters, its list compared (the watch, 12%)",
+    ),
+    Task(
+        "heater_off",
+        "Turn off the kitchen heater.",
+        ("set_device_power", "get_device_batteries"),
+        (called("set_device_power", "kitchen", "false"), says_word("off"), not_negated),
+        summary="a boolean argument (on: false)",
+    ),
+    Task(
+        "party_count",
+        "How many people are coming to the launch party?",
+        ("get_event_attendees", "create_contact"),
+        (called("get_event_attendees", "launch"), says_number("47")),
+        summary="a count beside another (47 attending, 5 declined)",
+    ),
+    Task(
+        "save_contact",
+        "Save Ana Silva's number, +351 912 345 678, in my contacts.",
+        ("create_contact", "get_event_attendees"),
+        (called("create_contact", "ana silva", "912"), says_word("saved", "added", "created", "contact"), not_negated),
+        summary="an object argument (contact: {name, phone})",
+    ),
+    Task(
+        "vat_amount",
+        "How much VAT is 18% of 250 euros?",
+        ("calculate_vat", "convert_cooking"),
+        (called("calculate_vat", "250"), says_number("45")),
+        summary="a rate in percent (45 euros)",
+    ),
+    Task(
+        "pariss_typo",
+        "What's the humidity in Pariss right now?",
+        ("get_humidity", "distance_between"),
+        (called("get_humidity", '"paris"'), says_number("64")),
+        summary="a typo the tool's error corrects (did you mean 'Paris'? 64%)",
+    ),
+    Task(
+        "closer_city",
+        "Which is closer to Berlin by road, Prague or Vienna?",
+        ("distance_between", "get_humidity"),
+        (called("distance_between", "prague"), called("distance_between", "vienna"), prague_is_closer),
+        summary="two calls compared (Prague, 350 km against 680)",
+    ),
+    Task(
+        "gold_symbol",
+        "What is the chemical symbol for gold?",
+        ("get_event_attendees", "convert_cooking"),
+        (no_calls, says_word("au")),
+        needs_tool=False,
+        summary="general knowledge: no tool",
+    ),
+)
 TASKS_BY_NAME = {
     task.name: task
     for task in (
@@ -2769,5 +3006,6 @@ TASKS_BY_NAME = {
         *TENTH,
         *ELEVENTH,
         *TWELFTH,
+        *THIRTEENTH,
     )
 }

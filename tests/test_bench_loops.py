@@ -39,6 +39,7 @@ from bench.loop_tasks import (
     TASKS,
     TASKS_BY_NAME,
     TENTH,
+    THIRTEENTH,
     TOOLS,
     TWELFTH,
     UNSEEN,
@@ -64,6 +65,7 @@ ALL_TASKS = (
     *TENTH,
     *ELEVENTH,
     *TWELFTH,
+    *THIRTEENTH,
 )
 
 # For each task: calls a good loop makes (name, arguments) and an answer a good loop gives.
@@ -355,8 +357,40 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         "With lentils you could cook lentil soup, dal tadka or a warm lentil salad.",
     ),
     "romeo_author": ([], "William Shakespeare wrote Romeo and Juliet."),
+    "pr_merged": ([("get_pull_request", {"number": 482})], "No, pull request #482 is still open, with one approval."),
+    "flour_grams": (
+        [("convert_cooking", {"amount": 3, "from_unit": "cups", "to_unit": "grams", "ingredient": "flour"})],
+        "3 cups of flour are 375 grams.",
+    ),
+    "lowest_battery": ([("get_device_batteries", {})], "Your watch has the lowest battery, at 12%."),
+    "heater_off": (
+        [("set_device_power", {"device": "kitchen heater", "on": False})],
+        "The kitchen heater is off now.",
+    ),
+    "party_count": (
+        [("get_event_attendees", {"event": "launch party"})],
+        "47 people are coming to the launch party (5 declined).",
+    ),
+    "save_contact": (
+        [("create_contact", {"contact": {"name": "Ana Silva", "phone": "+351 912 345 678"}})],
+        "I saved Ana Silva's number in your contacts.",
+    ),
+    "vat_amount": ([("calculate_vat", {"amount": 250, "rate": 18})], "18% VAT on 250 euros is 45 euros."),
+    "pariss_typo": (
+        [("get_humidity", {"city": "Pariss"}), ("get_humidity", {"city": "Paris"})],
+        "The humidity in Paris is 64% right now.",
+    ),
+    "closer_city": (
+        [
+            ("distance_between", {"from_city": "Berlin", "to_city": "Prague"}),
+            ("distance_between", {"from_city": "Berlin", "to_city": "Vienna"}),
+        ],
+        "Prague is closer to Berlin: 350 km by road, against 680 km to Vienna.",
+    ),
+    "gold_symbol": ([], "The chemical symbol for gold is Au."),
 }
-ERROR_RESULTS = {"unknown_order", "unknown_contact"}  # tasks whose good loop gets an error result (and says so)
+# tasks whose good loop gets an error result (and says so, or calls again as it says)
+ERROR_RESULTS = {"unknown_order", "unknown_contact", "pariss_typo"}
 
 
 def run_calls(calls: list[tuple[str, dict[str, object]]], errors_ok: bool = False) -> Toolbox:
