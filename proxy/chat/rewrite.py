@@ -19,6 +19,7 @@ from ..formats.defuse import CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD
 from ..formats.history import (
     FOLD_ANSWER,
     FOLD_CALL,
+    FOLD_CHAIN_ANSWER,
     FOLD_FAILED,
     FOLD_HEADER,
     FOLD_NEXT,
@@ -34,7 +35,15 @@ from ..formats.history import (
     tool_failure,
 )
 from ..wire.errors import InvalidRequest
-from .coverage import NOTHING_UNCOVERED, Retry, Uncovered, answered_as_asked, asked_apart, uncovered_in
+from .coverage import (
+    NOTHING_UNCOVERED,
+    Retry,
+    Uncovered,
+    answered_as_asked,
+    asked_apart,
+    chained,
+    uncovered_in,
+)
 from .example import WorkedExample, without_example
 from .grounding import Grounds
 from .repeats import calls_in_order, key_name, loop_calls, repeat_keys
@@ -233,6 +242,8 @@ def build_plan(
         apart = () if note or fold_answer != FOLD_ANSWER else tuple(asked_apart(turn.messages))
         if apart:  # each thing looked up on its own: the answer tells what was found for each
             fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
+        elif not note and fold_answer == FOLD_ANSWER and chained(turn.messages):  # the answer is in the last result
+            fold_answer = FOLD_CHAIN_ANSWER
     if partly_failed:  # some calls failed beside others that did not: none of their results is to be made up
         fold_next, fold_answer = _after_a_failure(fold_next), FOLD_SOME_FAILED + fold_answer
     call_ending = note + call_next if note and fold_next != note + call_next else ""
