@@ -355,29 +355,37 @@ async def llamaindex_loop(ctx: LoopContext) -> LoopEnd:
 _SCALARS: dict[str, Any] = {"string": str, "number": float, "integer": int, "boolean": bool}
 
 
-def _python_type(schema: dict[str, Any]) -> Any:
-    """The Python type of a parameter's JSON Schema (an array of strings as ``list[str]``, not ``str``)."""
+def _python_type(schema: dict[str, Any], name: str) -> Any:
+    """The Python type of a parameter's JSON Schema (an array of strings as ``list[str]``, an object with properties
+    as a model of its own: not ``str``)."""
     if "enum" in schema:
         return Literal[tuple(schema["enum"])]
     if schema.get("type") == "array":
-        return list[_python_type(schema.get("items", {}))]  # type: ignore[misc]
+        return list[_python_type(schema.get("items", {}), name)]  # type: ignore[misc]
+    if schema.get("type") == "object" and "properties" in schema:
+        return _model_of(name, schema)
     return _SCALARS.get(schema.get("type", "string"), str)
+
+
+def _model_of(name: str, schema: dict[str, Any]) -> Any:
+    """A pydantic model with the properties of the object ``schema``."""
+    from pydantic import Field, create_model
+
+    required = set(schema.get("required", ()))
+    fields: dict[str, Any] = {}
+    for key, item in schema["properties"].items():
+        kind = _python_type(item, f"{name}_{key}")
+        description = item.get("description")
+        if key in required:
+            fields[key] = (kind, Field(..., description=description))
+        else:
+            fields[key] = (kind | None, Field(None, description=description))
+    return create_model(name, **fields)
 
 
 def _pydantic_model(tool: Tool) -> Any:
     """A pydantic model with the tool's parameters (LlamaIndex describes a tool by one)."""
-    from pydantic import Field, create_model
-
-    required = set(tool.parameters.get("required", ()))
-    fields: dict[str, Any] = {}
-    for name, schema in tool.parameters["properties"].items():
-        kind = _python_type(schema)
-        description = schema.get("description")
-        if name in required:
-            fields[name] = (kind, Field(..., description=description))
-        else:
-            fields[name] = (kind | None, Field(None, description=description))
-    return create_model(tool.name, **fields)
+    return _model_of(tool.name, tool.parameters)
 
 
 Runner = Callable[[LoopContext], Awaitable[LoopEnd]]

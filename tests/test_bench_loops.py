@@ -666,6 +666,9 @@ def test_llamaindex_gets_the_tool_schema_as_a_model() -> None:
     assert schema["properties"]["from_unit"]["enum"] == ["miles", "kilometers"]
     toppings = _pydantic_model(TOOLS["order_pizza"]).model_json_schema()["properties"]["toppings"]
     assert toppings["type"] == "array" and toppings["items"] == {"type": "string"}
+    contact = _pydantic_model(TOOLS["create_contact"]).model_json_schema()
+    nested = contact["$defs"][contact["properties"]["contact"]["$ref"].rsplit("/", 1)[1]]
+    assert nested["required"] == ["name", "phone"]
 
 
 def test_a_results_file_is_judged_again_with_the_current_checks(tmp_path: Path) -> None:
