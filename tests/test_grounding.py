@@ -1156,3 +1156,24 @@ async def test_a_call_written_again_when_asked_for_a_plain_answer_stands(
     assert json.loads(made["function"]["arguments"]) == {"area": "Walnut Creek, CA", "intent": "purchase"}
     assert choice["finish_reason"] == "tool_calls" and not (choice["message"].get("content") or "").strip()
     assert len(fake_upstream.requests) == 2 and "Homes_FindHomeByArea" not in offered(fake_upstream.requests[1])
+
+
+def test_a_name_every_call_names_is_no_thing_looked_up_apart() -> None:
+    """ "Which is closer to Berlin by road, Prague or Vienna?": Berlin is where both lookups start; asked for what
+    was found "for each of Berlin and Prague and Vienna", the model copied the results' JSON under each name."""
+
+    def call(call_id: str, to_city: str) -> list[dict[str, Any]]:
+        arguments = json.dumps({"from_city": "Berlin", "to_city": to_city})
+        function = {"name": "distance_between", "arguments": arguments}
+        result = json.dumps({"from": "Berlin", "to": to_city, "road_km": 350})
+        return [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ]
+
+    question = {"role": "user", "content": "Which is closer to Berlin by road, Prague or Vienna?"}
+    assert asked_apart([question, *call("a", "Vienna"), *call("b", "Prague")]) == ["Prague", "Vienna"]

@@ -312,7 +312,14 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     for tool, text in _calls_told(found, names):
         by_tool.setdefault(tool, []).append(Grounds([text]))
     for calls in by_tool.values():
-        asked = [name for name in names if any(call.has_text(name) for call in calls)]
+        # a name every call names is where each lookup starts from, not one of the things looked up apart (Berlin, in
+        # "Which is closer to Berlin, Prague or Vienna?": asked for what was found "for each of Berlin and Prague
+        # and Vienna", the model copied the results' JSON under each name)
+        asked = [
+            name
+            for name in names
+            if any(call.has_text(name) for call in calls) and not all(call.has_text(name) for call in calls)
+        ]
         if len(asked) >= 2 and not any(all(call.has_text(name) for name in asked) for call in calls):
             return asked[:MAX_MENTIONS]
     return []
