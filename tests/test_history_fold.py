@@ -17,6 +17,7 @@ from toolshim.formats.history import (
     FOLD_ANSWER,
     FOLD_CHAIN_ANSWER,
     FOLD_FAILED,
+    FOLD_FAILED_NEXT,
     FOLD_HEADER,
     FOLD_NEXT,
     fold_history,
@@ -320,7 +321,8 @@ async def test_a_repeated_failed_call_asks_the_model_to_say_what_went_wrong(
     start_proxy, fake_upstream, stream: bool
 ) -> None:
     """Asked to answer "from these results" after a failed lookup, a small model made up a status; when every
-    latest result failed, the answer is asked to say what went wrong, and the echo of that sentence is toolshim's."""
+    latest result failed, the next request asks for the call with corrected values or for the failure told, the
+    answer is asked to say what went wrong, and the echo of that sentence is toolshim's."""
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
     again = call_text("hermes", args={"city": "Madrid"})
     fake_upstream.script(
@@ -332,7 +334,7 @@ async def test_a_repeated_failed_call_asks_the_model_to_say_what_went_wrong(
     assert result["choices"][0]["message"]["content"].strip() == "I could not get the weather in Madrid."
     first, second = fake_upstream.requests
     assert "failed: weather service unavailable" in first["messages"][-1]["content"]
-    assert first["messages"][-1]["content"].endswith(FOLD_NEXT)
+    assert first["messages"][-1]["content"].endswith(FOLD_FAILED_NEXT)
     assert second["messages"][-1]["content"].endswith(FOLD_FAILED)
 
 
@@ -350,7 +352,7 @@ async def test_a_round_where_one_call_failed_asks_not_to_make_its_result_up(
 ) -> None:
     """Eighth loop set: told the weather in Tokyo and a failed exchange rate, the model gave a rate it made up. The
     request says a call failed and asks for it again or for its failure told; an echo of that is toolshim's."""
-    from toolshim.formats.history import FOLD_SOME_FAILED, FOLD_SOME_FAILED_NEXT
+    from toolshim.formats.history import FOLD_SOME_FAILED_NEXT
 
     proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
     fake_upstream.script(
@@ -362,12 +364,16 @@ async def test_a_round_where_one_call_failed_asks_not_to_make_its_result_up(
     assert result["choices"][0]["message"]["content"].strip() == "It is 21 C in Madrid; Paris failed."
     [sent] = fake_upstream.requests
     assert sent["messages"][-1]["content"].endswith(FOLD_SOME_FAILED_NEXT + FOLD_NEXT)
-    # every call succeeded, or every one failed: no such sentence
-    for results in ([("c1", '{"celsius": 21}'), ("c2", '{"celsius": 9}')], [("c1", "Error: x"), ("c2", "Error: y")]):
+    # every call succeeded: no such sentence; every one failed: asked for them again or the failure told, alone
+    for results, ending in (
+        ([("c1", '{"celsius": 21}'), ("c2", '{"celsius": 9}')], FOLD_NEXT),
+        ([("c1", "Error: x"), ("c2", "Error: y")], FOLD_FAILED_NEXT),
+    ):
         fake_upstream.requests.clear()
         fake_upstream.script(Reply(pieces=text_stream(["Fine."])))
         await ask(proxy, stream, messages=loop(([WEATHER, paris], results)))
-        assert FOLD_SOME_FAILED not in fake_upstream.requests[0]["messages"][-1]["content"]
+        told = fake_upstream.requests[0]["messages"][-1]["content"]
+        assert told.endswith("\n\n" + ending) and FOLD_SOME_FAILED_NEXT + FOLD_NEXT not in told
 
 
 @pytest.mark.parametrize("stream", [False, True])

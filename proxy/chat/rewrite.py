@@ -21,6 +21,7 @@ from ..formats.history import (
     FOLD_CALL,
     FOLD_CHAIN_ANSWER,
     FOLD_FAILED,
+    FOLD_FAILED_NEXT,
     FOLD_HEADER,
     FOLD_NEXT,
     FOLD_NEXT_CALL,
@@ -244,6 +245,8 @@ def build_plan(
             fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
         elif not note and fold_answer == FOLD_ANSWER and chained(turn.messages):  # the answer is in the last result
             fold_answer = FOLD_CHAIN_ANSWER
+    if fold_answer == FOLD_FAILED and fold_next == FOLD_NEXT:  # every latest call failed, nothing else asked about
+        fold_next = FOLD_FAILED_NEXT
     if partly_failed:  # some calls failed beside others that did not: none of their results is to be made up
         fold_next, fold_answer = _after_a_failure(fold_next), FOLD_SOME_FAILED + fold_answer
     call_ending = note + call_next if note and fold_next != note + call_next else ""

@@ -252,6 +252,10 @@ FOLD_CALL = "Call the next tool you need."
 # a failed exchange rate, a small model gave a rate it made up ("0.85").
 FOLD_SOME_FAILED = "A call failed: do not make up its result. "
 FOLD_SOME_FAILED_NEXT = FOLD_SOME_FAILED + "Call it again with corrected values, or say that it failed. "
+# The request after a round whose every call failed (instead of "If these results answer the question, ..."): told
+# "unknown city 'Pariss'; did you mean 'Paris'?", the local model wrote the call for Paris 5 times in 10 with this,
+# once with that; after an unknown order or contact it wrote the same call again either way (10 of 10).
+FOLD_FAILED_NEXT = FOLD_SOME_FAILED_NEXT.rstrip()
 
 
 # How tools and frameworks report a failure in a result's text: LangChain's "Error: ...", the Agents
