@@ -228,6 +228,24 @@ async def test_a_plain_answer_that_quotes_a_result_s_folded_line_is_asked_again(
     assert len(fake_upstream.requests) == 3
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_folded_line_quoted_again_after_the_re_ask_loses_the_rendering(
+    start_proxy, fake_upstream, stream: bool
+) -> None:
+    """Asked once more, the model quoted the folded line again (a chain's answer in the thirteenth set's spot run:
+    "The last result found is `get_phone_number({...}) returned: {...}`."): the answer stands, without toolshim's
+    rendering; the result it quotes is the client's own."""
+    proxy = await start_proxy(models=emulated("hermes", tool_history="folded"))
+    again = call_text("hermes", args={"city": "Madrid"})
+    fake_upstream.script(
+        Reply(pieces=text_stream(pieces(again))),
+        Reply(pieces=text_stream(pieces(QUOTED))),
+        Reply(pieces=text_stream(pieces("It is `" + QUOTED.removeprefix("The tool found that ") + "` Sunny."))),
+    )
+    result = await ask(proxy, stream, messages=loop(([WEATHER], [("c1", '{"celsius": 21}')])))
+    assert result["choices"][0]["message"]["content"] == 'It is `{"celsius": 21}.` Sunny.'
+
+
 HANDED_ON = 'The tool found that the weather in Madrid returned {"celsius": 21, "sky": "clear"}.'
 
 
