@@ -10,12 +10,11 @@ import json
 from typing import Any
 
 import pytest
-from toolshim.chat.coverage import chained, uncovered_in
+from toolshim.chat.coverage import uncovered_in
 from toolshim.chat.plaincalls import quotes_result_whole
 from toolshim.formats import ToolSpec
 from toolshim.formats.history import (
     FOLD_ANSWER,
-    FOLD_CHAIN_ANSWER,
     FOLD_FAILED,
     FOLD_FAILED_NEXT,
     FOLD_HEADER,
@@ -860,49 +859,3 @@ def test_a_retry_names_the_value_under_a_key_the_question_names() -> None:
     assert retry is not None and retry.found == ("account", "AC-9031")
     retry = uncovered_in(loop('{"holder": "Carol Jensen", "iban": "PT50 0002"}'), specs).retry
     assert retry is not None and retry.found is None and retry.parameters == ("account_id",)
-
-
-def dana_loop() -> list[dict[str, Any]]:
-    """The chain done: Tom's record named his manager, and her number was looked up."""
-    function = {"name": "get_phone_number", "arguments": '{"person": "Dana Lee"}'}
-    return [
-        manager_loop()[0],
-        *manager_loop()[3:],
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c3", "type": "function", "function": function}]},
-        {"role": "tool", "tool_call_id": "c3", "content": '{"person": "Dana Lee", "phone": "+1 555 0199"}'},
-    ]
-
-
-def test_a_chain_is_a_last_call_with_a_value_from_an_earlier_result() -> None:
-    """Dana Lee came from Tom's record, not from the question: the answer is in the last result. Two lookups of
-    the question's own names (Paris, then Tokyo) are no chain, nor is one call."""
-    assert chained(dana_loop())
-    assert not chained(manager_loop()[:3])
-    paris = {"id": "p", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-    tokyo = {"id": "t", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'}}
-    apart = [
-        {"role": "user", "content": "What's the weather in Paris and in Tokyo?"},
-        {"role": "assistant", "content": None, "tool_calls": [paris]},
-        {"role": "tool", "tool_call_id": "p", "content": '{"city": "Paris", "celsius": 18, "next_city": "Tokyo"}'},
-        {"role": "assistant", "content": None, "tool_calls": [tokyo]},
-        {"role": "tool", "tool_call_id": "t", "content": '{"city": "Tokyo", "celsius": 25}'},
-    ]
-    assert not chained(apart)
-
-
-@pytest.mark.parametrize("stream", [False, True])
-async def test_the_answer_after_a_chain_asks_for_what_the_last_call_found(
-    start_proxy, fake_upstream, stream: bool
-) -> None:
-    """Asked for the answer "naming what they found", the local model told Tom's manager's name and left out the
-    number her lookup found; after a chain the answer request names the last result (here after the model wrote
-    the last call again, as it did in every loop)."""
-    proxy = await start_proxy(models=emulated("hermes", tool_history="folded", ground_arguments=True))
-    again = call_text("hermes", "get_phone_number", {"person": "Dana Lee"})
-    fake_upstream.script(
-        Reply(pieces=text_stream(pieces(again))),
-        Reply(pieces=text_stream(pieces("Dana Lee's number is +1 555 0199."))),
-    )
-    result = await ask(proxy, stream, messages=dana_loop(), tools=DIRECTORY_TOOLS)
-    assert result["choices"][0]["message"]["content"] == "Dana Lee's number is +1 555 0199."
-    assert fake_upstream.requests[-1]["messages"][-1]["content"].endswith(FOLD_CHAIN_ANSWER)

@@ -325,24 +325,6 @@ def asked_apart(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
-def chained(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the loop's last call took a value from an earlier call's result, one the latest user message does not
-    hold (Dana Lee, from Tom's record; Lisbon, from where Alice lives): the answer is in the last result. Measured
-    with Qwen2.5-Coder-0.5B on three such answer steps (10 samples each, the re-ask temperature), asked for an answer
-    "naming what they found" it held the last result's value 23 times in 30 ("Tom's manager is Dana Lee.", no
-    number); "naming what the last one found", 30 times."""
-    start, _ = _question_mentions(messages)
-    if start < 0:
-        return False
-    calls = list(_calls_with_results(messages[start + 1 :]))
-    if len(calls) < 2:
-        return False
-    question = content_text(messages[start].get("content")).casefold()
-    earlier = [call.result.casefold() for call in calls[:-1] if call.result and not call.failed]
-    values = [value.casefold() for value in _string_arguments(calls[-1].arguments).values() if len(value) > 1]
-    return any(value not in question and any(value in result for result in earlier) for value in values)
-
-
 def _texts_told(
     messages: Sequence[Mapping[str, Any]], calls: Sequence[CallResult], mentions: Sequence[str]
 ) -> Iterable[str]:

@@ -19,7 +19,6 @@ from ..formats.defuse import CALL_LINE_REMOVED, CALL_REMOVED, RESULT_WITHHELD
 from ..formats.history import (
     FOLD_ANSWER,
     FOLD_CALL,
-    FOLD_CHAIN_ANSWER,
     FOLD_FAILED,
     FOLD_FAILED_NEXT,
     FOLD_HEADER,
@@ -42,7 +41,6 @@ from .coverage import (
     Uncovered,
     answered_as_asked,
     asked_apart,
-    chained,
     uncovered_in,
 )
 from .example import WorkedExample, without_example
@@ -243,8 +241,6 @@ def build_plan(
         apart = () if note or fold_answer != FOLD_ANSWER else tuple(asked_apart(turn.messages))
         if apart:  # each thing looked up on its own: the answer tells what was found for each
             fold_next, fold_answer = next_for_each(apart), answer_for_each(apart)
-        elif not note and fold_answer == FOLD_ANSWER and chained(turn.messages):  # the answer is in the last result
-            fold_answer = FOLD_CHAIN_ANSWER
     if fold_answer == FOLD_FAILED and fold_next == FOLD_NEXT:  # every latest call failed, nothing else asked about
         fold_next = FOLD_FAILED_NEXT
     if partly_failed:  # some calls failed beside others that did not: none of their results is to be made up

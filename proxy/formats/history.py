@@ -221,9 +221,6 @@ FOLD_NEXT = f"{_NEXT_ANSWER}. {FOLD_NEXT_CALL}"
 # lines and added made-up details ("The temperature in the living room is now 20 degrees Celsius").
 _ANSWER = "Answer the question from these results, naming what they found"
 FOLD_ANSWER = f"{_ANSWER}."
-# The answer after a chain, whose last call took its value from an earlier result (coverage.chained): named "what
-# they found", the local model told Tom's manager's name and left out the number her lookup found.
-FOLD_CHAIN_ANSWER = "Answer the question from these results, naming what the last one found."
 
 
 # The answer for several things looked up apart, in sentences with the values: asked to name "what they found for
