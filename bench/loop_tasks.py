@@ -2904,11 +2904,13 @@ TWELFTH: tuple[Task, ...] = (
         (called("search_recipes", "lentil"), says_word("dal"), says_word("soup")),
         summary="a list of recipe names (lentil soup, dal tadka, warm lentil salad)",
     ),
+    # "Who wrote Romeo and Juliet?" (romeo_author) in the first runs, 7 of 7 each; replaced (and run again on its
+    # own) because bench/single_steps.py asks it too, and the benchmarks share no question
     Task(
-        "romeo_author",
-        "Who wrote Romeo and Juliet?",
+        "continents",
+        "How many continents are there?",
         ("check_domain", "search_recipes"),
-        (no_calls, says_word("shakespeare")),
+        (no_calls, says_word("seven", "7")),
         needs_tool=False,
         summary="general knowledge: no tool",
     ),

@@ -356,7 +356,7 @@ GOOD: dict[str, tuple[list[tuple[str, dict[str, object]]], str]] = {
         [("search_recipes", {"ingredient": "lentils"})],
         "With lentils you could cook lentil soup, dal tadka or a warm lentil salad.",
     ),
-    "romeo_author": ([], "William Shakespeare wrote Romeo and Juliet."),
+    "continents": ([], "There are seven continents."),
     "pr_merged": ([("get_pull_request", {"number": 482})], "No, pull request #482 is still open, with one approval."),
     "flour_grams": (
         [("convert_cooking", {"amount": 3, "from_unit": "cups", "to_unit": "grams", "ingredient": "flour"})],
