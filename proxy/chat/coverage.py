@@ -155,12 +155,7 @@ def _value_named(result: str, question: str, failed: Iterable[str]) -> tuple[str
     """The first string value of the JSON ``result`` whose key has a word the question has ("manager" in "Tom's
     manager", ``account`` of ``account_id`` in "Carol's bank account"), with that word; none that holds a value the
     failed call had ("Tom Becker" holds "Tom": the one the call failed for)."""
-    try:
-        value = json.loads(result)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
-        return None
+    value = _json_object(result)
     asked = {_stem(word) for word in WORD.findall(question.casefold()) if len(word) > 2}
     spent = [text.casefold() for text in failed]
     for key, item in value.items():
@@ -179,13 +174,16 @@ def _stem(word: str) -> str:
 
 def _string_arguments(arguments: str) -> dict[str, str]:
     """The top-level arguments of a call's JSON text whose values are non-blank strings."""
+    return {str(k): v.strip() for k, v in _json_object(arguments).items() if isinstance(v, str) and v.strip()}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The JSON object ``text`` holds; empty when it holds another value or no JSON."""
     try:
-        value = json.loads(arguments)
+        value = json.loads(text)
     except ValueError:
         return {}
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): v.strip() for k, v in value.items() if isinstance(v, str) and v.strip()}
+    return value if isinstance(value, dict) else {}
 
 
 _JOINED = r"\W+(?:and|or|&)\W+(?:(?:in|at|the|of|for|from|to)\W+){0,2}"
