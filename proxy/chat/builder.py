@@ -31,7 +31,7 @@ from ..formats import (
     ToolSpec,
 )
 from ..formats.base import FinishReason
-from ..formats.history import tool_failure, without_quoted_results
+from ..formats.history import tool_failure
 from .attempt import Attempt, Repetition, Tally
 from .callids import new_call_id
 from .coverage import NOTHING_UNCOVERED
@@ -40,7 +40,7 @@ from .example import WorkedExample, opening_at_end
 from .gate import CallGate, Verdict
 from .grounding import Grounds
 from .mentions import WrapperTags
-from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole
+from .plaincalls import PlainCalls, quotes_folded_results, quotes_result_whole, without_quoted_tool_results
 from .repeats import call_key
 from .toldcalls import tools_talked_about
 
@@ -128,7 +128,6 @@ class ResponseBuilder(Generic[Item]):
         self._filter = EchoFilter(instructions, MAX_MISSES if buffered else 0) if instructions is not None else None
         self._tags = WrapperTags(wrapper_tags) if wrapper_tags else None  # a repeated result's wrapper goes
         self._tools = tools  # the request's tools: a call written as plain lines names one of them
-        self._tool_names = frozenset(tool.name for tool in tools)
         self._plain_calls: PlainCalls | None = None  # such calls dropped, once calls are withdrawn
         self._results = tuple(results)  # the latest tool results' texts: the answer when the model gives none
         self.gate = CallGate(  # judges each call read whole; holds the instructions' worked example
@@ -404,7 +403,7 @@ class ResponseBuilder(Generic[Item]):
 
     def _send_text(self, text: str, out: list[Item]) -> None:
         if self._watch_talk and ") " in text:  # a result quoted as folded history renders it: the rendering goes
-            text = without_quoted_results(text, self._tool_names)
+            text = without_quoted_tool_results(text, self._tools)
         self.produced_output = True
         self._sent_text.append(text)
         out.append(self.renderer.content(text))

@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 
 from ..formats import ToolSpec
-from ..formats.history import quoted_folded_results
+from ..formats.history import quoted_folded_results, without_quoted_results
 
 _DECORATION = " \t#*>`-^[<"  # before a name: markdown, caret's ``^^^``, pythonic's ``[``, a tag's ``<``
 _KEY_DECORATION = " \t-*\"'`<"
@@ -50,6 +50,13 @@ def quotes_folded_results(text: str, tools: Sequence[ToolSpec]) -> bool:
     start or inside a sentence, for one of ``tools``: toolshim's rendering of a result, never an answer."""
     quoted = {_fold(name) for name in quoted_folded_results(text)}
     return bool(quoted) and any(_fold(tool.name) in quoted for tool in tools)
+
+
+def without_quoted_tool_results(text: str, tools: Sequence[ToolSpec]) -> str:
+    """``text`` without the folded rendering (``renew_loan({...}) returned: ``) of a result of one of ``tools`` it
+    quotes: what an answer asked for again still quotes; the result it quotes, the client's own data, stays."""
+    names = {_fold(tool.name) for tool in tools}
+    return without_quoted_results(text, lambda name: _fold(name) in names)
 
 
 MIN_QUOTED_RESULT = 12  # characters (whitespace aside) of a JSON result that, found whole in an answer, hand it on

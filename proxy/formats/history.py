@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .base import ToolCallRecord, ToolFormat
@@ -321,20 +321,11 @@ def quoted_folded_results(text: str) -> list[str]:
     return [match[1] for match in _FOLDED_RESULT_QUOTED.finditer(text)]
 
 
-def without_quoted_results(text: str, tool_names: Collection[str]) -> str:
-    """``text`` without the folded results' rendering of a call of ``tool_names`` quoted in it: ``The last result is
-    `get_phone_number({"person": "Dana Lee"}) returned: {"phone": ...}`.`` keeps the result (the client's own data)
-    and loses ``get_phone_number(...) returned: `` (toolshim's words). What an answer asked for again still quotes."""
-    names = {_folded_name(name) for name in tool_names}
-
-    def drop(match: re.Match[str]) -> str:
-        return "" if _folded_name(match[1]) in names else match[0]
-
-    return _FOLDED_RESULT_QUOTED_SPACED.sub(drop, text)
-
-
-def _folded_name(name: str) -> str:
-    return name.replace("-", "_").replace(" ", "_").replace(".", "_").casefold()
+def without_quoted_results(text: str, is_tool: Callable[[str], bool]) -> str:
+    """``text`` without the folded results' rendering of a call quoted in it whose name ``is_tool``: ``The last
+    result is `get_phone_number({"person": "Dana Lee"}) returned: {"phone": ...}`.`` keeps the result (the client's
+    own data) and loses ``get_phone_number(...) returned: `` (toolshim's words)."""
+    return _FOLDED_RESULT_QUOTED_SPACED.sub(lambda match: "" if is_tool(match[1]) else match[0], text)
 
 
 _FOLDED_RESULT_QUOTED_SPACED = re.compile(_FOLDED_RESULT_QUOTED.pattern + r"[ \t]?")
